@@ -1,0 +1,129 @@
+"""Loading a run directory: discovery, one-run checks, partial runs, the Parquet cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tracekit.errors import TracekitError
+from tracekit.trace.run import CACHE_DIR_NAME, load_run
+
+
+def _two_ranks(root: Path, make_trace, world_size: int = 2) -> Path:
+    root.mkdir()
+    for rank in range(2):
+        make_trace(root / f"rank{rank}.json.gz", [f"tracekit:{rank}F0"], rank=rank, world_size=world_size)
+    return root
+
+
+def test_loads_real_eight_rank_run(shared: Path) -> None:
+    run = load_run(shared / "traces" / "param-dlrm-8rank", workers=2)
+
+    assert run.ranks == tuple(range(8)) and run.world_size == 8
+    assert not run.partial and run.missing_ranks == ()
+    assert sorted(run.events["rank"].unique().to_list()) == list(range(8))
+
+
+def test_sampled_run_is_flagged_partial_naming_missing_ranks(shared: Path, tmp_path: Path) -> None:
+    root = tmp_path / "sampled"
+    shutil.copytree(shared / "traces" / "hta-sampled-2rank", root)
+
+    run = load_run(root)
+
+    assert run.partial and run.ranks == (0, 1) and run.world_size == 128
+    assert len(run.missing_ranks) == 126
+    assert any("2 of 128 ranks present; missing ranks 2-127" in warning for warning in run.warnings)
+
+
+def test_missing_rank_of_small_run_is_named(tmp_path: Path, make_trace) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace, world_size=3)
+
+    run = load_run(root)
+
+    assert run.missing_ranks == (2,)
+    assert any("missing ranks 2" in warning for warning in run.warnings)
+
+
+def test_cache_is_reused_while_traces_are_unchanged(tmp_path: Path, make_trace) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    first = load_run(root)
+    cached = sorted((root / CACHE_DIR_NAME).glob("*.parquet"))
+    stamps = [path.stat().st_mtime_ns for path in cached]
+
+    second = load_run(root)
+
+    assert len(cached) == 2
+    assert [path.stat().st_mtime_ns for path in cached] == stamps
+    assert second.events.equals(first.events)
+
+
+def test_cache_is_rebuilt_when_a_trace_changes(tmp_path: Path, make_trace) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    load_run(root)
+    make_trace(root / "rank1.json.gz", ["tracekit:1F0", "tracekit:1F1"], rank=1, world_size=2)
+
+    run = load_run(root)
+
+    names = run.events.filter(run.events["rank"] == 1)["name"].to_list()
+    assert "tracekit:1F1" in names
+
+
+def test_unwritable_cache_falls_back_to_temp_dir(tmp_path: Path, make_trace) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    (root / CACHE_DIR_NAME).write_text("a file where the cache directory would go")
+
+    run = load_run(root)
+
+    assert run.ranks == (0, 1)
+    assert (root / CACHE_DIR_NAME).is_file()
+
+
+def test_directory_without_traces(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+
+    with pytest.raises(TracekitError, match="no trace files"):
+        load_run(tmp_path)
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(TracekitError, match="no such file or directory"):
+        load_run(tmp_path / "absent")
+
+
+def test_two_runs_mixed_by_duplicate_rank(tmp_path: Path, make_trace) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    make_trace(root / "other-rank1.json.gz", ["tracekit:1F0"], rank=1, world_size=2)
+
+    with pytest.raises(TracekitError, match="two runs mixed: rank 1 appears in"):
+        load_run(root)
+
+
+def test_two_runs_mixed_by_world_size(tmp_path: Path, make_trace) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    make_trace(root / "rank2.json.gz", ["tracekit:2F0"], rank=2, world_size=4)
+
+    with pytest.raises(TracekitError, match="two runs mixed: world sizes differ"):
+        load_run(root)
+
+
+def test_corrupt_rank_fails_naming_that_file(tmp_path: Path, make_trace) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    (root / "rank1.json.gz").write_bytes((root / "rank1.json.gz").read_bytes()[:100])
+
+    with pytest.raises(TracekitError, match=r"rank1\.json\.gz: truncated or corrupt gzip"):
+        load_run(root, workers=2)
+
+
+def test_manifest_marks_incomplete_rank_partial(tmp_path: Path, make_trace) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    manifest = {"world_size": 2, "ranks": [{"rank": 0, "complete": True}, {"rank": 1, "complete": False,
+                                                                          "error": "killed"}]}
+    (root / "run.json").write_text(json.dumps(manifest))
+
+    run = load_run(root)
+
+    assert run.partial
+    assert any("rank 1 did not complete its capture: killed" in warning for warning in run.warnings)

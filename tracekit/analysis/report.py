@@ -1,0 +1,122 @@
+"""The per-rank report of a captured run: what ``tracekit report`` prints, as plain data.
+
+``build_report`` turns a loaded run into a ``RunReport`` of frames; ``report_payload`` turns that
+into the stable JSON document scripts consume (docs/report.md). Times in the payload are
+milliseconds, schedule times relative to the run's first action.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from tracekit.analysis.realized import realized_schedule
+from tracekit.analysis.utilization import rank_utilization, step_utilization
+from tracekit.schedule.action import KIND_CODES
+from tracekit.trace.run import Run
+
+REPORT_FORMAT_VERSION = 1
+
+DEFINITIONS = {
+    "window": "per step, from the earliest action start on any rank to the latest action end on any rank "
+    "(covers pipeline fill and drain); a rank's window is the sum over its steps",
+    "busy": "union of the rank's compute-action spans (F, B, I, W) inside the window",
+    "bubble_fraction": "(window - busy) / window",
+}
+
+_NS_PER_MS = 1_000_000
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """Everything ``tracekit report`` shows about one run."""
+
+    run: Run
+    actions: pl.DataFrame
+    """Realized schedule (``tracekit.analysis.realized.REALIZED_SCHEMA``)."""
+    per_step: pl.DataFrame
+    """``step_utilization`` of the actions."""
+    per_rank: pl.DataFrame
+    """``rank_utilization`` of the actions."""
+    warnings: tuple[str, ...]
+
+
+def build_report(run: Run) -> RunReport:
+    """Realized schedule and utilization of a loaded run."""
+    realized = realized_schedule(run)
+    per_step = step_utilization(realized.actions)
+    return RunReport(
+        run=run,
+        actions=realized.actions,
+        per_step=per_step,
+        per_rank=rank_utilization(per_step),
+        warnings=run.warnings + realized.warnings,
+    )
+
+
+def _ms(column: str) -> pl.Expr:
+    return (pl.col(column) / _NS_PER_MS).alias(column.removesuffix("_ns"))
+
+
+def run_summary(run: Run) -> dict[str, Any]:
+    """What the run is: its directory, ranks, and the collector's facts when it has a manifest."""
+    manifest = run.manifest or {}
+    return {
+        "root": str(run.root),
+        "world_size": run.world_size,
+        "ranks_present": list(run.ranks),
+        "missing_ranks": list(run.missing_ranks),
+        "partial": run.partial,
+        "schedule": manifest.get("schedule"),
+        "pp": manifest.get("pp_size"),
+        "microbatches": manifest.get("microbatches"),
+    }
+
+
+def rank_table(report: RunReport) -> pl.DataFrame:
+    """The per-rank table people read: milliseconds and counts."""
+    return report.per_rank.select(
+        "rank", "steps", _ms("window_ns"), _ms("busy_ns"), _ms("bubble_ns"), "bubble_fraction", *KIND_CODES
+    )
+
+
+def report_payload(report: RunReport) -> dict[str, Any]:
+    """The stable JSON document of a report (docs/report.md)."""
+    origin = report.actions["start_ns"].min()
+    ranks = [
+        {
+            "rank": row["rank"],
+            "bubble_fraction": row["bubble_fraction"],
+            "busy": row["busy"],
+            "window": row["window"],
+            "bubble": row["bubble"],
+            "steps": row["steps"],
+            "actions": {code: row[code] for code in KIND_CODES},
+        }
+        for row in rank_table(report).iter_rows(named=True)
+    ]
+    steps = report.per_step.select(
+        "rank", "step", _ms("window_ns"), _ms("busy_ns"), _ms("bubble_ns"), "bubble_fraction"
+    ).to_dicts()
+    schedule = report.actions.select(
+        "rank",
+        "stage",
+        "kind",
+        "microbatch",
+        "step",
+        ((pl.col("start_ns") - origin) / _NS_PER_MS).alias("start"),
+        ((pl.col("end_ns") - origin) / _NS_PER_MS).alias("end"),
+        "overlapped",
+    ).to_dicts()
+    return {
+        "format_version": REPORT_FORMAT_VERSION,
+        "time_unit": "ms",
+        "run": run_summary(report.run),
+        "definitions": DEFINITIONS,
+        "ranks": ranks,
+        "steps": steps,
+        "schedule": schedule,
+        "warnings": list(report.warnings),
+    }

@@ -1,0 +1,41 @@
+"""The ``tracekit`` command: a click group whose subcommands live one per module in this package."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tracekit.errors import TracekitError
+
+
+class _Group(click.Group):
+    """Turns TracekitError into one line on stderr and exit status 2, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except TracekitError as error:
+            click.echo(f"tracekit: error: {error}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tracekit")
+def cli() -> None:
+    """Measure what a pipeline-parallel training run really did."""
+
+
+def _register() -> None:
+    from tracekit.cli import report
+
+    for module in (report,):
+        cli.add_command(module.command)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="tracekit")

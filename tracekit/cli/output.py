@@ -1,0 +1,109 @@
+"""The one place that decides how command results look: rich tables, JSON or CSV.
+
+Commands build a ``Result`` (a JSON payload plus the tables a person reads) from library
+functions and hand it to ``emit``; they never print or format by themselves.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+from rich.console import Console
+from rich.table import Table as RichTable
+
+
+class Format(str, Enum):
+    """Output formats every command accepts."""
+
+    TABLE = "table"
+    JSON = "json"
+    CSV = "csv"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A titled frame for people to read, with notes printed under it (definitions, caveats)."""
+
+    title: str
+    frame: pl.DataFrame
+    notes: tuple[str, ...] = ()
+    name: str = "table"
+    """File stem when written with ``--out`` (``{name}.parquet``)."""
+    shown: bool = True
+    """False for tables only written with ``--out`` (too long to print)."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a command produced: the stable JSON payload, its tables, and warnings to surface."""
+
+    payload: dict[str, Any]
+    tables: tuple[Table, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, pl.DataFrame):
+        return value.to_dicts()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, Enum):
+        return value.value
+    raise TypeError(f"cannot serialize {type(value).__name__}")
+
+
+def to_json(payload: dict[str, Any]) -> bytes:
+    """Serialize a payload; NaN becomes null so every consumer can read it."""
+    return orjson.dumps(
+        payload, default=_json_default, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+    )
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:,.1f}"
+    return str(value)
+
+
+def _rich_table(table: Table) -> RichTable:
+    rich = RichTable(title=table.title, title_justify="left", caption_justify="left")
+    for name, dtype in table.frame.schema.items():
+        rich.add_column(name, justify="right" if dtype.is_numeric() else "left")
+    for row in table.frame.iter_rows():
+        rich.add_row(*(_cell(value) for value in row))
+    if table.notes:
+        rich.caption = "\n".join(table.notes)
+    return rich
+
+
+def emit(result: Result, fmt: Format, out_dir: Path | None = None) -> None:
+    """Print ``result`` in ``fmt``; with ``out_dir``, also write result.json and one Parquet per table."""
+    stderr = Console(stderr=True, highlight=False)
+    for warning in result.warnings:
+        stderr.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
+    if fmt is Format.JSON:
+        sys.stdout.buffer.write(to_json(result.payload) + b"\n")
+    elif fmt is Format.CSV:
+        for index, table in enumerate(t for t in result.tables if t.shown):
+            if index:
+                sys.stdout.write("\n")
+            sys.stdout.write(table.frame.write_csv())
+    else:
+        console = Console(highlight=False)
+        for table in result.tables:
+            if table.shown:
+                console.print(_rich_table(table))
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "result.json").write_bytes(to_json(result.payload) + b"\n")
+        for table in result.tables:
+            table.frame.write_parquet(out_dir / f"{table.name}.parquet")

@@ -1,0 +1,31 @@
+"""A progress bar on stderr while many rank traces are ingested."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tracekit.trace.run import Run, load_run
+
+
+def load_run_with_progress(root: Path) -> Run:
+    """``load_run`` with a transient bar (drawn only on a terminal) counting ranks ingested."""
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn("reading traces"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    with progress:
+        task = progress.add_task("ingest", total=None)
+        return load_run(
+            root,
+            on_start=lambda total: progress.update(task, total=total),
+            on_file=lambda _path: progress.advance(task),
+        )

@@ -1,0 +1,242 @@
+"""A captured run: the per-rank trace files of one job, their manifest, and their events in one table.
+
+``load_run`` finds the trace files in a directory, checks they form one run (no rank twice, one
+world size, no rank missing without saying so), parses the ranks in parallel worker processes and
+caches each rank's event table as Parquet beside the traces (``.tracekit-cache/``), reused while
+the trace file is unchanged.
+
+Not for: interpreting the events (``tracekit.analysis``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+
+from tracekit.errors import TracekitError
+from tracekit.trace.kineto import TraceInfo, read_trace
+from tracekit.trace.schema import EVENT_SCHEMA, EVENT_SCHEMA_VERSION, validate_events
+
+MANIFEST_NAME = "run.json"
+CACHE_DIR_NAME = ".tracekit-cache"
+_TRACE_SUFFIXES = (".json", ".json.gz")
+_NOT_TRACES = (MANIFEST_NAME,)
+
+
+@dataclass(frozen=True)
+class Run:
+    """The traces of one job: which ranks are here, which are missing, and all their events."""
+
+    root: Path
+    events: pl.DataFrame
+    """Every rank's events, in the schema of ``tracekit.trace.schema``."""
+    traces: tuple[TraceInfo, ...]
+    """One per rank present, ordered by rank."""
+    world_size: int
+    manifest: dict[str, Any] | None
+    """The collector's run.json; None for traces captured by other tools."""
+    missing_ranks: tuple[int, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The ranks whose traces are present."""
+        return tuple(trace.rank for trace in self.traces)
+
+    @property
+    def partial(self) -> bool:
+        """True when ranks are missing or a rank's capture was incomplete: figures cover part of the job."""
+        incomplete = self.manifest is not None and any(
+            not entry.get("complete", True) for entry in self.manifest.get("ranks", [])
+        )
+        return bool(self.missing_ranks) or incomplete
+
+
+def trace_files(root: Path) -> list[Path]:
+    """The trace files a directory holds (or the file itself); TracekitError when there are none."""
+    if not root.exists():
+        raise TracekitError("no such file or directory", root)
+    if root.is_file():
+        return [root]
+    files = sorted(
+        path
+        for path in root.iterdir()
+        if path.is_file()
+        and path.name.endswith(_TRACE_SUFFIXES)
+        and path.name not in _NOT_TRACES
+        and not path.name.endswith(".meta.json")
+    )
+    if not files:
+        raise TracekitError("no trace files (*.json or *.json.gz) in this directory", root)
+    return files
+
+
+def read_manifest(root: Path) -> dict[str, Any] | None:
+    """The run.json beside the traces, or None; TracekitError when it exists but is unreadable."""
+    path = root / MANIFEST_NAME
+    if not root.is_dir() or not path.exists():
+        return None
+    try:
+        manifest = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as error:
+        raise TracekitError(f"unreadable manifest ({error})", path) from None
+    if not isinstance(manifest, dict):
+        raise TracekitError("manifest is not a JSON object", path)
+    return manifest
+
+
+def _cache_dir(root: Path) -> Path:
+    """The cache beside the traces, or a per-directory one under the temp dir when that is read-only."""
+    beside = (root if root.is_dir() else root.parent) / CACHE_DIR_NAME
+    try:
+        beside.mkdir(exist_ok=True)
+        probe = beside / f".probe-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+        return beside
+    except OSError:
+        digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
+        fallback = Path(tempfile.gettempdir()) / "tracekit-cache" / digest
+        fallback.mkdir(parents=True, exist_ok=True)
+        return fallback
+
+
+def _cache_key(path: Path) -> str:
+    stat = path.stat()
+    return f"{path.name}.{stat.st_size}-{stat.st_mtime_ns}-v{EVENT_SCHEMA_VERSION}"
+
+
+def _ingest(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo]:
+    """Parse one trace into a cached Parquet file unless a fresh one exists; runs in a worker process."""
+    key = _cache_key(path)
+    table_path = cache_dir / f"{key}.parquet"
+    info_path = cache_dir / f"{key}.info.json"
+    if table_path.exists() and info_path.exists():
+        fields = orjson.loads(info_path.read_bytes())
+        return table_path, TraceInfo(**{**fields, "path": path, "warnings": tuple(fields["warnings"])})
+    frame, info = read_trace(path)
+    partial = table_path.with_suffix(f".tmp-{os.getpid()}")
+    frame.write_parquet(partial, statistics=True)
+    os.replace(partial, table_path)
+    fields = {**info.__dict__, "path": str(path), "warnings": list(info.warnings)}
+    info_tmp = info_path.with_suffix(f".tmp-{os.getpid()}")
+    info_tmp.write_bytes(orjson.dumps(fields))
+    os.replace(info_tmp, info_path)
+    return table_path, info
+
+
+def ingest(
+    files: list[Path],
+    cache_dir: Path,
+    workers: int | None = None,
+    on_done: Callable[[Path], None] | None = None,
+) -> list[tuple[Path, TraceInfo]]:
+    """Parse ``files`` into cached Parquet tables, ranks in parallel; returns (table path, info) per file."""
+    workers = max(1, min(workers or os.cpu_count() or 1, len(files)))
+    if workers == 1:
+        results = []
+        for path in files:
+            results.append(_ingest(path, cache_dir))
+            if on_done:
+                on_done(path)
+        return results
+    # spawn, not fork: forking a process whose polars thread pool is running can deadlock the child.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_ingest, path, cache_dir) for path in files]
+        results = []
+        for path, future in zip(files, futures):
+            results.append(future.result())
+            if on_done:
+                on_done(path)
+        return results
+
+
+def _check_one_run(infos: list[TraceInfo], manifest: dict[str, Any] | None, root: Path) -> int:
+    """The run's world size; TracekitError when the files belong to more than one run."""
+    by_rank: dict[int, TraceInfo] = {}
+    for info in infos:
+        if info.rank in by_rank:
+            raise TracekitError(
+                f"two runs mixed: rank {info.rank} appears in {by_rank[info.rank].path.name} "
+                f"and {info.path.name}",
+                root,
+            )
+        by_rank[info.rank] = info
+    sizes = {info.world_size for info in infos if info.world_size is not None}
+    if manifest is not None and isinstance(manifest.get("world_size"), int):
+        sizes.add(manifest["world_size"])
+    if len(sizes) > 1:
+        named = ", ".join(f"{info.path.name}: {info.world_size}" for info in infos if info.world_size)
+        raise TracekitError(f"two runs mixed: world sizes differ ({named})", root)
+    return sizes.pop() if sizes else max(by_rank) + 1
+
+
+def load_run(
+    root: Path,
+    workers: int | None = None,
+    on_file: Callable[[Path], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> Run:
+    """Load every rank's trace under ``root`` into one event table; TracekitError on bad input.
+
+    ``on_start(n)`` and ``on_file(path)`` let a caller draw progress; they are the only side channel.
+    """
+    root = Path(root)
+    files = trace_files(root)
+    manifest = read_manifest(root)
+    if on_start:
+        on_start(len(files))
+    results = ingest(files, _cache_dir(root), workers, on_file)
+    infos = [info for _, info in results]
+    world_size = _check_one_run(infos, manifest, root)
+
+    order = sorted(range(len(results)), key=lambda index: infos[index].rank)
+    events = pl.concat([validate_events(pl.read_parquet(results[i][0]), str(infos[i].path)) for i in order])
+    present = {info.rank for info in infos}
+    missing = tuple(rank for rank in range(world_size) if rank not in present)
+    warnings = [warning for info in infos for warning in info.warnings]
+    if missing:
+        warnings.append(
+            f"{root}: partial run: {len(present)} of {world_size} ranks present; missing ranks "
+            f"{_ranges(missing)}"
+        )
+    for entry in (manifest or {}).get("ranks", []):
+        if not entry.get("complete", True):
+            warnings.append(
+                f"{root}: rank {entry.get('rank')} did not complete its capture: "
+                f"{entry.get('error', 'no reason recorded')}"
+            )
+    assert dict(events.schema) == EVENT_SCHEMA
+    return Run(
+        root=root,
+        events=events,
+        traces=tuple(infos[i] for i in order),
+        world_size=world_size,
+        manifest=manifest,
+        missing_ranks=missing,
+        warnings=tuple(warnings),
+    )
+
+
+def _ranges(numbers: tuple[int, ...]) -> str:
+    """``0-3, 7`` style text for sorted integers."""
+    spans: list[str] = []
+    start = previous = numbers[0]
+    for number in numbers[1:] + (None,):  # type: ignore[operator]
+        if number is not None and number == previous + 1:
+            previous = number
+            continue
+        spans.append(f"{start}" if start == previous else f"{start}-{previous}")
+        if number is not None:
+            start = previous = number
+    return ", ".join(spans)
