@@ -27,9 +27,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from tracekit.cli import report
+    from tracekit.cli import report, simulate, sweep
 
-    for module in (report,):
+    for module in (report, simulate, sweep):
         cli.add_command(module.command)
 
 

@@ -1,0 +1,7 @@
+"""Pipeline schedules as data, and the engine that times them.
+
+``action`` (the shared action type), ``model`` (``Schedule``), one module per generator (``gpipe``,
+``one_f_one_b`` with ZB-H1, ``interleaved_1f1b``, ``zb_h2``, ``zbv``, ``dualpipe`` with DualPipeV),
+``registry`` (names), ``costs``, ``engine`` (timing), ``metrics`` (bubbles, memory), ``realized``
+(a run's own order and costs) and ``sweep`` (comparisons). docs/schedules.md documents them.
+"""

@@ -1,0 +1,113 @@
+"""``tracekit simulate`` and ``tracekit sweep`` end to end, through click."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from tracekit.cli.main import cli
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_simulate_json_has_the_documented_shape() -> None:
+    code, out, _ = _run(
+        "simulate", "--schedule", "dualpipev", "--pp", "4", "--microbatches", "8", "--format", "json"
+    )
+
+    payload = orjson.loads(out)
+
+    assert code == 0
+    assert set(payload) == {"makespan", "bubble_rate", "param_copies", "ranks", "schedule"}
+    assert set(payload["ranks"][0]) == {"rank", "busy", "idle", "bubble_fraction", "peak_activations"}
+    assert set(payload["schedule"][0]) == {"rank", "stage", "kind", "microbatch", "start", "end"}
+    assert len(payload["schedule"]) == 8 * 8 * 2 + sum(row["kind"] == "W" for row in payload["schedule"])
+    assert all(rank["idle"] == pytest.approx(payload["makespan"] - rank["busy"]) for rank in payload["ranks"])
+
+
+def test_simulate_cost_flags_follow_the_zero_bubble_paper() -> None:
+    # 1F1B idles (P-1)(F+B+W) with B the backward for inputs: 3 x (1 + 2 + 0.5).
+    code, out, _ = _run(
+        "simulate",
+        "--schedule",
+        "1f1b",
+        "--pp",
+        "4",
+        "--microbatches",
+        "8",
+        "--f",
+        "1",
+        "--b",
+        "2",
+        "--w",
+        "0.5",
+        "--format",
+        "json",
+    )
+
+    payload = orjson.loads(out)
+
+    assert code == 0
+    assert [rank["idle"] for rank in payload["ranks"]] == pytest.approx([10.5] * 4)
+    assert payload["param_copies"] == 1
+
+
+def test_simulate_fb_defaults_to_f_plus_b_plus_w() -> None:
+    base = ("simulate", "--schedule", "dualpipe", "--pp", "4", "--microbatches", "8", "--format", "json")
+
+    _, default, _ = _run(*base)
+    _, explicit, _ = _run(*base, "--fb", "3")
+
+    assert orjson.loads(default)["makespan"] == orjson.loads(explicit)["makespan"]
+
+
+def test_simulate_table_labels_every_bubble_figure() -> None:
+    code, out, _ = _run("simulate", "--schedule", "zb-h1", "--pp", "4", "--microbatches", "8")
+
+    flat = " ".join(out.split())
+    assert code == 0
+    assert "bubble_fraction = idle / makespan" in flat
+    assert "bubble_rate (Zero Bubble paper, sec. 5.3)" in flat
+    assert "idle = makespan - busy" in flat
+
+
+def test_simulate_bad_sizes_are_one_line_errors() -> None:
+    code, _, err = _run("simulate", "--schedule", "dualpipe", "--pp", "3", "--microbatches", "8")
+
+    assert code == 2
+    assert err.strip().splitlines() == ["tracekit: error: dualpipe: --pp must be even, got 3"]
+
+
+def test_sweep_compares_with_the_baseline_and_prices_it() -> None:
+    code, out, _ = _run(
+        "sweep",
+        "--schedules",
+        "1f1b,dualpipe",
+        "--pp",
+        "8",
+        "--microbatches",
+        "16",
+        "--step-time",
+        "6.9",
+        "--tokens-per-step",
+        "2000000",
+        "--format",
+        "json",
+    )
+
+    rows = {row["schedule"]: row for row in orjson.loads(out)["rows"]}
+
+    assert code == 0
+    assert rows["dualpipe"]["speedup_vs_baseline"] == pytest.approx(69 / 54)
+    assert rows["dualpipe"]["gpu_hours_recovered_per_mtok"] == pytest.approx(8 * 1.5 / 3600 / 2)
+
+
+def test_sweep_warns_about_skipped_combinations() -> None:
+    code, _, err = _run("sweep", "--schedules", "1f1b,dualpipe", "--pp", "4,8", "--microbatches", "8")
+
+    assert code == 0
+    assert "skipped dualpipe pp=8" in err

@@ -1,0 +1,101 @@
+"""``tracekit simulate``: the ideal timeline of a generated schedule, with its bubble and memory figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import polars as pl
+
+from tracekit.cli.options import format_option, out_option
+from tracekit.cli.output import Format, Result, Table, emit
+from tracekit.schedule.engine import simulate
+from tracekit.schedule.metrics import DEFINITIONS, summarize
+from tracekit.schedule.registry import GENERATORS, generate
+from tracekit.schedule.sweep import ShareCosts, share_costs
+
+COST_HELP = "cost of one micro-batch through one rank's share of the model (a stage of a v-chunk schedule costs it / v)"
+
+
+def cost_options(command: click.Command) -> click.Command:
+    """The --f/--b/--w/--fb/--comm options shared by simulate and sweep."""
+    options = (
+        click.option("--f", "f", type=float, default=1.0, show_default=True, help=f"Forward: {COST_HELP}."),
+        click.option(
+            "--b",
+            "b",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="Backward for inputs (Zero Bubble's T_B); a full backward costs b + w.",
+        ),
+        click.option("--w", "w", type=float, default=1.0, show_default=True, help="Backward for weights."),
+        click.option(
+            "--fb", "fb", type=float, default=None, help="Overlapped F&B chunk [default: f + b + w]."
+        ),
+        click.option(
+            "--comm",
+            "comm",
+            type=float,
+            default=0.0,
+            show_default=True,
+            help="Latency per hop between ranks.",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@click.command("simulate")
+@click.option(
+    "--schedule", "name", type=click.Choice(list(GENERATORS)), required=True, help="Schedule to generate."
+)
+@click.option("--pp", type=int, required=True, help="Pipeline ranks (devices).")
+@click.option("--microbatches", type=int, required=True, help="Micro-batches per step.")
+@click.option("--chunks", type=int, default=None, help="Stages per rank for interleaved-1f1b [default: 2].")
+@cost_options
+@format_option
+@out_option
+def command(
+    name: str,
+    pp: int,
+    microbatches: int,
+    chunks: int | None,
+    f: float,
+    b: float,
+    w: float,
+    fb: float | None,
+    comm: float,
+    fmt: Format,
+    out_dir: Path | None,
+) -> None:
+    """Simulate SCHEDULE on PP ranks with ideal costs: makespan, bubbles, activations."""
+    schedule = generate(name, pp, microbatches, chunks)
+    costs = share_costs(schedule, ShareCosts(f, b, w, fb, comm))
+    timeline = simulate(schedule, costs)
+    summary = summarize(timeline)
+    actions = timeline.to_frame()
+    payload = summary.to_payload() | {"schedule": actions.drop("overlapped").to_dicts()}
+    overview = pl.DataFrame(
+        {
+            "schedule": [name],
+            "pp": [pp],
+            "stages": [schedule.num_stages],
+            "microbatches": [microbatches],
+            "makespan": [summary.makespan],
+            "bubble_rate": [summary.bubble_rate],
+            "param_copies": [summary.param_copies],
+        }
+    )
+    tables = (
+        Table(title=f"{name}: ideal schedule", frame=overview, name="summary"),
+        Table(
+            title="per rank",
+            frame=summary.ranks,
+            notes=DEFINITIONS + ("times in the cost unit",),
+            name="ranks",
+        ),
+        Table(title="simulated schedule", frame=actions, name="schedule", shown=False),
+    )
+    emit(Result(payload=payload, tables=tables), fmt, out_dir)
