@@ -27,9 +27,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from tracekit.cli import report, simulate, sweep
+    from tracekit.cli import plan, report, simulate, sweep
 
-    for module in (report, simulate, sweep):
+    for module in (report, simulate, sweep, plan):
         cli.add_command(module.command)
 
 

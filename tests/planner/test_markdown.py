@@ -1,0 +1,34 @@
+"""The Markdown report: its sections, its alternatives table, and a plan with nothing that fits."""
+
+from __future__ import annotations
+
+from tracekit.planner.markdown import render
+from tracekit.planner.plan import plan
+
+from .specs import small_spec
+
+
+def test_report_has_recommendation_alternatives_copy_and_assumptions(deepseek_plan) -> None:
+    report = render(deepseek_plan)
+    headings = [line for line in report.splitlines() if line.startswith("#")]
+
+    assert headings == [
+        "# Pipeline plan: deepseek-v3-671b on h800-2048 (2048 GPUs)",
+        "## Recommendation: dualpipe, PP16, 120 micro-batches",
+        "## Alternatives",
+        "## Ruled out before simulation",
+        "## DualPipe's second parameter copy",
+        "## Assumptions",
+    ]
+    rows = [
+        line for line in report.splitlines() if line.startswith("| ") and not line.startswith("| schedule")
+    ]
+    assert len(rows) == deepseek_plan.alternatives.height + deepseek_plan.rejected.height
+    assert "Routed experts are 97% of the model's 671.0B parameters (ep=64)" in report
+
+
+def test_report_without_a_feasible_plan_explains_instead() -> None:
+    report = render(plan(small_spec(cluster={"gpu_memory_gib": 8.0}, sequence_length=8192)))
+
+    assert "## No feasible plan" in report
+    assert "| does not fit because |" in report and "needs " in report

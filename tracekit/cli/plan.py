@@ -1,0 +1,125 @@
+"""``tracekit plan``: recommend a pipeline depth, schedule and micro-batch count for a cluster and a model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tracekit.analysis.realized import realized_schedule
+from tracekit.cli.output import Format, Result, Table, emit
+from tracekit.planner.calibrate import calibration_scale
+from tracekit.planner.costs import UNSCALED
+from tracekit.planner.markdown import render
+from tracekit.planner.plan import Plan, plan
+from tracekit.planner.presets import MODELS
+from tracekit.planner.spec import load_spec
+from tracekit.trace.run import load_run
+
+FIELD_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+    ("cluster", "gpus", int, "GPUs of the whole job."),
+    ("cluster", "gpus_per_node", int, "GPUs per node."),
+    ("cluster", "intra_node_gbps", float, "NVLink bandwidth per GPU, GB/s."),
+    ("cluster", "inter_node_gbps", float, "Network bandwidth per GPU, GB/s."),
+    ("cluster", "gpu_memory_gib", float, "Memory per GPU, GiB."),
+    ("cluster", "achievable_tflops", float, "Achievable TFLOP/s per GPU [default: mfu x peak]."),
+    ("model", "layers", int, "Transformer layers."),
+    ("model", "hidden", int, "Hidden size."),
+    ("model", "heads", int, "Attention heads."),
+    ("model", "ffn", int, "Dense FFN intermediate size."),
+    ("model", "experts", int, "Routed experts per MoE layer (0: dense)."),
+    ("model", "experts_per_token", int, "Routed experts per token."),
+    ("model", "expert_ffn", int, "Intermediate size of one expert."),
+    ("training", "sequence_length", int, "Tokens per sequence."),
+    ("training", "micro_batch_size", int, "Sequences per micro-batch."),
+    ("training", "global_batch", int, "Sequences per optimizer step."),
+    ("training", "ep", int, "Expert-parallel degree."),
+    ("training", "pp", int, "Pipeline depth [default: every feasible depth]."),
+)
+"""(spec section, field, type, help) of each --flag that overrides one spec field; the flag is the field's name."""
+
+
+def _field_options(command: click.Command) -> click.Command:
+    for section, name, kind, text in reversed(FIELD_FLAGS):
+        flag = "--" + name.replace("_", "-")
+        command = click.option(flag, name, type=kind, default=None, help=f"[{section}] {text}")(command)
+    return command
+
+
+def _result(outcome: Plan) -> Result:
+    payload = outcome.to_payload()
+    tables = (
+        Table("alternatives", outcome.alternatives, notes=outcome.reasons, name="alternatives"),
+        Table(
+            "ruled out before simulation",
+            outcome.rejected,
+            name="rejected",
+            shown=not outcome.rejected.is_empty(),
+        ),
+        Table(
+            "memory of the recommendation per rank",
+            outcome.memory,
+            notes=outcome.assumptions,
+            name="memory",
+            shown=not outcome.memory.is_empty(),
+        ),
+    )
+    return Result(payload=payload, tables=tables)
+
+
+@click.command("plan")
+@click.option(
+    "--spec", "spec_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Spec TOML."
+)
+@click.option(
+    "--model", "model_preset", type=click.Choice(sorted(MODELS)), default=None, help="Model preset."
+)
+@click.option(
+    "--cluster", "cluster_preset", default=None, help="Cluster preset GPU-COUNT, e.g. h800-2048, h100-1024."
+)
+@click.option(
+    "--calibrate",
+    "calibrate_dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Captured run whose measured per-action costs replace the estimates.",
+)
+@_field_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["markdown", "json", "table"]),
+    default="markdown",
+    show_default=True,
+    help="markdown report, json for scripts, table for the terminal.",
+)
+def command(
+    spec_path: Path | None,
+    model_preset: str | None,
+    cluster_preset: str | None,
+    calibrate_dir: Path | None,
+    fmt: str,
+    **fields: object,
+) -> None:
+    """Recommend pipeline depth, schedule and micro-batches by simulating every feasible candidate.
+
+    Exits 1 when no candidate fits, after printing why.
+    """
+    overrides: dict[str, dict[str, object]] = {"cluster": {}, "model": {}, "training": {}}
+    for section, name, _, _ in FIELD_FLAGS:
+        overrides[section][name] = fields[name]
+    spec = load_spec(spec_path, model_preset, cluster_preset, overrides)
+    scale, notes = UNSCALED, ()
+    if calibrate_dir is not None:
+        run = load_run(calibrate_dir)
+        realized = realized_schedule(run)
+        scale, notes = calibration_scale(spec, realized.actions)
+        notes = tuple(f"calibration run warning: {w}" for w in run.warnings + realized.warnings) + notes
+    outcome = plan(spec, scale, notes)
+    if fmt == "markdown":
+        sys.stdout.write(render(outcome))
+    else:
+        emit(_result(outcome), Format(fmt))
+    if outcome.recommendation is None:
+        sys.exit(1)
