@@ -1,0 +1,84 @@
+"""``tracekit whatif`` and ``tracekit stragglers`` end to end: JSON contract, tables, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tracekit.cli.main import cli
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+def _json(*args: str) -> dict:
+    result = CliRunner().invoke(cli, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_whatif_on_an_optable_reports_the_contracted_fields(shared: Path) -> None:
+    root = shared / "traces" / "whatif-optable-ST"
+
+    payload = _json("whatif", str(root / "trace-ST.parquet"), "--meta", str(root / "meta-ST.yaml"))
+
+    contract = {
+        "slowdown",
+        "ideal_step_time",
+        "realized_step_time",
+        "by_optype",
+        "by_dp_rank",
+        "by_stage",
+        "by_rank",
+        "ms",
+        "mw",
+    }
+    assert contract <= set(payload)
+    assert payload["slowdown"] == pytest.approx(1.1787, abs=1e-4)
+    assert list(payload["by_stage"]) == ["3", "0", "1", "2"]
+    assert (payload["ms"], payload["mw"]) == pytest.approx((1.2194, 0.0314), abs=1e-4)
+    assert payload["realized_step_time"] / payload["ideal_step_time"] == pytest.approx(payload["slowdown"])
+    assert payload["clock"] is None and payload["named_schedule"] is None
+
+
+def test_whatif_on_a_run_compares_with_the_named_schedule() -> None:
+    payload = _json("whatif", str(SAMPLES / "dualpipev-straggler"))
+
+    named = payload["named_schedule"]
+    assert named["schedule"] == "dualpipev"
+    parts = named["stragglers_ms"] + named["exposed_comm_and_rest_ms"] + named["order_ms"]
+    assert parts == pytest.approx(named["gain_lost_ms"])
+    assert payload["clock"]["offsets"][0]["host"] == "vm"
+    assert payload["by_dp_rank"].keys() == {"0"} and set(payload["by_rank"]) == {"0", "1", "2", "3"}
+
+
+def test_stragglers_json_lists_the_slow_rank_first_with_a_sentence() -> None:
+    payload = _json("stragglers", str(SAMPLES / "dualpipev-straggler"))
+
+    first = payload["stragglers"][0]
+    assert {"rank", "kind", "score"} <= set(first) and first["rank"] == 2 and first["score"] < 0.75
+    assert first["summary"].startswith("rank 2 runs ")
+    assert payload["threshold"] == 0.75
+
+
+def test_tables_print_for_people(shared: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["whatif", str(shared / "traces" / "whatif-optable-SE" / "trace-SE.parquet")]
+    )
+
+    assert result.exit_code == 0 and "M_S = 69%" in result.stdout.replace("\n", " ").replace("  ", " ")
+
+
+@pytest.mark.parametrize("command", ["whatif", "stragglers"])
+def test_bad_input_is_one_line_naming_the_file(tmp_path: Path, command: str) -> None:
+    table = tmp_path / "nothing.parquet"
+    table.write_bytes(b"not parquet")
+    (tmp_path / "meta.yaml").write_text("dp_size: 1\npp_size: 1\n")
+
+    result = CliRunner().invoke(cli, [command, str(table)])
+
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tracekit: error: {table}: unreadable op-table")

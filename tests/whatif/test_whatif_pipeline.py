@@ -1,0 +1,108 @@
+"""The pipeline dependency model: replaying a simulated schedule reproduces the simulator exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from whatif.simulated_runs import simulated_actions
+
+from tracekit.errors import TracekitError
+from tracekit.schedule.costs import Costs
+from tracekit.schedule.engine import simulate
+from tracekit.schedule.registry import generate
+from tracekit.whatif.attribution import what_if
+from tracekit.whatif.pipeline import cross_rank_dependencies, pipeline_case
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev", "dualpipe")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    name=st.sampled_from(SCHEDULES),
+    pp=st.sampled_from([2, 4]),
+    microbatches=st.sampled_from([8, 12]),
+    costs=st.tuples(*(st.floats(0.5, 5.0) for _ in range(3))),
+)
+def test_replay_with_real_durations_reproduces_the_simulated_step(name, pp, microbatches, costs) -> None:
+    schedule = generate(name, pp, microbatches)
+    f, i, w = costs
+    timeline = simulate(schedule, Costs.uniform(schedule.num_stages, f, i, w))
+    frame = (
+        timeline.to_frame()
+        .with_columns(
+            pl.lit(0, pl.Int32()).alias("step"),
+            (pl.col("start") * 1e6).round().cast(pl.Int64()).alias("start_ns"),
+            (pl.col("end") * 1e6).round().cast(pl.Int64()).alias("end_ns"),
+        )
+        .sort("rank", "start_ns")
+    )
+
+    case, warnings = pipeline_case(frame, name)
+    replayed = case.replay_step_times(case.ops["duration_ms"].to_numpy())
+
+    assert warnings == ()
+    assert replayed[0] == pytest.approx(max(timeline.end), abs=1e-5)
+    assert case.measured_ms()[0] == pytest.approx(max(timeline.end), abs=1e-5)
+
+
+@pytest.mark.parametrize(("name", "slow_rank"), [("1f1b", 1), ("1f1b", 2), ("dualpipev", 3), ("zbv", 0)])
+def test_slow_rank_is_the_worst_worker_and_slowdown_grows_with_its_delay(name: str, slow_rank: int) -> None:
+    slowdowns = []
+    for factor in (1.0, 1.5, 2.5):
+        result = what_if(pipeline_case(simulated_actions(name, slow_rank=slow_rank, factor=factor), name)[0])
+        slowdowns.append(result.slowdown)
+        if factor > 1:
+            assert next(iter(result.by_rank)) == slow_rank
+
+    assert slowdowns[0] == pytest.approx(1.0)
+    assert slowdowns[0] < slowdowns[1] < slowdowns[2]
+
+
+def test_ideal_replay_uses_each_kinds_mean_duration() -> None:
+    case, _ = pipeline_case(simulated_actions("1f1b", slow_rank=2, factor=2.0), "1f1b")
+
+    result = what_if(case)
+
+    forward = case.ops.filter(pl.col("optype") == "F")["duration_ms"].mean()
+    backward = case.ops.filter(pl.col("optype") == "B")["duration_ms"].mean()
+    assert (forward, backward) == pytest.approx(((3 * 2.0 + 4.0) / 4, (3 * 3.0 + 5.0) / 4))
+    uniform = Costs.uniform(4, forward, backward, 0.0, full_b=backward)
+    assert result.ideal_ms[0] == pytest.approx(max(simulate(generate("1f1b", 4, 8), uniform).end))
+
+
+def test_dualpipe_paths_give_every_dependency_a_producer() -> None:
+    frame = simulated_actions("dualpipe")
+
+    case, warnings = pipeline_case(frame, "dualpipe")
+
+    assert warnings == ()
+    assert cross_rank_dependencies(frame).height > 0
+    assert set(case.ops["work"].unique().to_list()) >= {"first", "middle", "last"}
+
+
+def test_missing_producers_are_reported_not_hidden() -> None:
+    frame = simulated_actions("1f1b").filter(~((pl.col("rank") == 1) & (pl.col("kind") == "B")))
+
+    _, warnings = pipeline_case(frame, "partial")
+
+    assert len(warnings) == 1 and "dependencies wait for actions absent from the trace" in warnings[0]
+
+
+def test_an_action_recorded_twice_is_refused() -> None:
+    frame = simulated_actions("1f1b", steps=1)
+    doubled = pl.concat([frame, frame.head(1).with_columns(pl.col("start_ns") + 1, pl.col("end_ns") + 1)])
+
+    with pytest.raises(TracekitError, match="runs 2 times in step 0"):
+        pipeline_case(doubled, "doubled")
+
+
+def test_cross_rank_dependencies_run_forward_then_backward() -> None:
+    deps = cross_rank_dependencies(simulated_actions("1f1b", steps=1))
+
+    pairs = set(zip(deps["src_rank"].to_list(), deps["dst_rank"].to_list()))
+    assert pairs == {(0, 1), (1, 2), (2, 3), (3, 2), (2, 1), (1, 0)}
+    assert (deps["dst_start_ns"] >= deps["src_end_ns"]).all()
+    assert np.unique(deps["step"].to_numpy()).tolist() == [0]

@@ -1,0 +1,196 @@
+"""Slowdown of a realized run against its idealized replay, and who it is attributed to.
+
+Definitions (Lin et al., OSDI 2025; numbers as their artifact computes them):
+
+- *realized* step time: the dependency graph replayed with every op's own duration and no launch
+  gaps (the artifact's ``step_t_nodelay``);
+- *ideal* step time: the same graph replayed with each op type's typical duration, taken over all
+  workers, stages and steps: the mean for compute ops, the median for communication ops
+  (``ideal_stat`` of the case);
+- slowdown ``S = mean(realized) / mean(ideal)`` (Eq. 1);
+- attribution to a group G (an op type, a DP rank, a stage, a worker): replay the ideal with only
+  G's real durations restored; ``S_G = mean(T_G) / mean(ideal)`` (Eq. 2). S_G > S is possible (the
+  other groups' real durations may be below typical);
+- ``M_S`` and ``M_W`` (§5): the share of ``realized - ideal`` removed when the last stage
+  (M_S), or the ``ceil(3% of workers)`` workers with the highest worker score (M_W), get typical
+  durations: ``rem = (T_real - T_rem) / (T_real - T_ideal)``. The worker score is the artifact's
+  ``min(S_dp_rank, S_stage)`` (Eq. 4); ``add`` is the converse (only that group real, from ideal);
+- ``by_rank`` replays each worker on its own (exact, one replay per worker).
+
+Not for: judging durations without replay (``tracekit.stragglers.scoring``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from tracekit.whatif.case import ReplayCase
+
+
+@dataclass(frozen=True)
+class WhatIfConfig:
+    """Choices of the what-if analysis."""
+
+    worker_fraction: float = 0.03
+    """M_W fixes this share of workers, rounded up, with the highest worker scores (artifact: 3%)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.worker_fraction <= 1:
+            raise ValueError("worker_fraction must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class Counterfactual:
+    """Effect of one group of ops: removed from the realized run, or added alone to the ideal."""
+
+    group: str
+    """Which ops, in words (``stage 3``, ``ranks 7``)."""
+    realized_ms: float
+    ideal_ms: float
+    removed_ms: float
+    """Mean step time with the group at typical durations, the rest real."""
+    added_ms: float
+    """Mean step time with only the group real, the rest typical."""
+
+    @property
+    def removed_share(self) -> float:
+        """Share of the slowdown that goes away without the group (M_S, M_W)."""
+        return (self.realized_ms - self.removed_ms) / (self.realized_ms - self.ideal_ms)
+
+    @property
+    def added_share(self) -> float:
+        """Share of the slowdown the group causes on its own."""
+        return (self.added_ms - self.ideal_ms) / (self.realized_ms - self.ideal_ms)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """What-if result of one run; times in ms, per-step arrays in ``steps`` order."""
+
+    steps: tuple[int, ...]
+    measured_ms: np.ndarray
+    realized_ms: np.ndarray
+    ideal_ms: np.ndarray
+    by_optype: dict[str, float]
+    by_dp_rank: dict[int, float]
+    by_stage: dict[int, float]
+    by_rank: dict[int, float]
+    per_step: pl.DataFrame
+    """Long frame: dimension (String), group (String), step (Int64), slowdown (Float64)."""
+    ms: Counterfactual
+    mw: Counterfactual
+    worker_scores: dict[int, float] = field(repr=False)
+
+    @property
+    def slowdown(self) -> float:
+        """S: mean realized over mean ideal step time."""
+        return float(self.realized_ms.mean() / self.ideal_ms.mean())
+
+    @property
+    def launch_slowdown(self) -> float:
+        """Measured over realized: time the replay does not explain (launch gaps, unmodelled work)."""
+        return float(self.measured_ms.mean() / self.realized_ms.mean())
+
+
+def ideal_durations(case: ReplayCase) -> np.ndarray:
+    """Each row's op-type typical duration (mean or median over all its instances, per ``ideal_stat``)."""
+    typical = case.ops.with_columns(
+        pl.when(pl.col("ideal_stat") == "median")
+        .then(pl.col("duration_ms").median().over("optype"))
+        .otherwise(pl.col("duration_ms").mean().over("optype"))
+        .alias("ideal_ms")
+    )
+    return typical["ideal_ms"].to_numpy()
+
+
+def _mixed(real: np.ndarray, ideal: np.ndarray, real_rows: np.ndarray) -> np.ndarray:
+    return np.where(real_rows, real, ideal)
+
+
+def _by(case: ReplayCase, column: str, real: np.ndarray, ideal: np.ndarray, ideal_steps: np.ndarray):
+    """Per group of ``column``: overall S_G and per-step rows."""
+    overall: dict = {}
+    rows: list[dict] = []
+    values = case.ops[column]
+    for value in values.unique().sort().to_list():
+        steps = case.replay_step_times(_mixed(real, ideal, (values == value).to_numpy()))
+        overall[value] = float(steps.mean() / ideal_steps.mean())
+        rows += [
+            {"dimension": column, "group": str(value), "step": step, "slowdown": float(t / i)}
+            for step, t, i in zip(case.steps, steps, ideal_steps)
+        ]
+    ranked = dict(sorted(overall.items(), key=lambda item: -item[1]))
+    return ranked, rows
+
+
+def counterfactual(
+    case: ReplayCase, real: np.ndarray, ideal: np.ndarray, rows: np.ndarray, group: str
+) -> Counterfactual:
+    """Remove ``rows``' real durations from the realized run, and add only them to the ideal."""
+    return Counterfactual(
+        group=group,
+        realized_ms=float(case.replay_step_times(real).mean()),
+        ideal_ms=float(case.replay_step_times(ideal).mean()),
+        removed_ms=float(case.replay_step_times(_mixed(ideal, real, rows)).mean()),
+        added_ms=float(case.replay_step_times(_mixed(real, ideal, rows)).mean()),
+    )
+
+
+def worker_scores(
+    case: ReplayCase, by_dp_rank: dict[int, float], by_stage: dict[int, float]
+) -> dict[int, float]:
+    """The artifact's worker score (Eq. 4): min of its DP rank's and its stage's attribution."""
+    workers = case.ops.select("rank", "dp_rank", "stage").unique()
+    return {
+        int(rank): min(by_dp_rank[dp], by_stage[stage])
+        for rank, dp, stage in workers.sort("rank").iter_rows()
+    }
+
+
+def what_if(case: ReplayCase, config: WhatIfConfig | None = None) -> WhatIf:
+    """Realized vs ideal replay, attribution by op type, DP rank, stage and worker, M_S and M_W."""
+    config = config or WhatIfConfig()
+    real = case.ops["duration_ms"].to_numpy()
+    ideal = ideal_durations(case)
+    realized_steps = case.replay_step_times(real)
+    ideal_steps = case.replay_step_times(ideal)
+    by_optype, rows_t = _by(case, "attribution_type", real, ideal, ideal_steps)
+    by_dp_rank, rows_d = _by(case, "dp_rank", real, ideal, ideal_steps)
+    by_stage, rows_s = _by(case, "stage", real, ideal, ideal_steps)
+    by_rank, rows_r = _by(case, "rank", real, ideal, ideal_steps)
+    per_step = pl.DataFrame(
+        rows_t + rows_d + rows_s + rows_r,
+        schema={"dimension": pl.String(), "group": pl.String(), "step": pl.Int64(), "slowdown": pl.Float64()},
+    ).with_columns(pl.col("dimension").replace({"attribution_type": "optype"}))
+    last_stage = int(case.ops["stage"].max())  # type: ignore[arg-type]
+    ms = counterfactual(
+        case, real, ideal, (case.ops["stage"] == last_stage).to_numpy(), f"stage {last_stage}"
+    )
+    scores = worker_scores(case, by_dp_rank, by_stage)
+    count = math.ceil(len(scores) * config.worker_fraction - 1e-9)
+    worst = sorted(scores, key=lambda rank: (-scores[rank], rank))[:count]
+    mw = counterfactual(
+        case,
+        real,
+        ideal,
+        case.ops["rank"].is_in(worst).to_numpy(),
+        "ranks " + ", ".join(str(rank) for rank in worst),
+    )
+    return WhatIf(
+        steps=case.steps,
+        measured_ms=case.measured_ms(),
+        realized_ms=realized_steps,
+        ideal_ms=ideal_steps,
+        by_optype=by_optype,
+        by_dp_rank=by_dp_rank,
+        by_stage=by_stage,
+        by_rank=by_rank,
+        per_step=per_step,
+        ms=ms,
+        mw=mw,
+        worker_scores=scores,
+    )
