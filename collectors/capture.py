@@ -1,0 +1,427 @@
+"""Capture a window of training steps on one rank: profiler on, labels on, trace and sidecar out.
+
+A ``Recorder`` counts training steps (one step = one call of a schedule's ``step()``, or one
+``collectors.step()`` block), starts torch.profiler before the first step of the window, stops it
+after the last and writes ``rank{r}.json.gz`` (Kineto chrome trace, gzipped) and
+``rank{r}.meta.json`` (what this rank knows: schedule, stages, steps, host, status) atomically.
+While the window is open, the labels of docs/labels.md are emitted; outside it every hook is a flag
+test and a call-through.
+
+The process holds at most one current recorder (``current()``): the patched schedule methods
+of ``collectors.patch_torch`` and ``collectors.patch_dualpipe`` run inside user code that cannot
+pass one along, so they look it up here. ``Capture`` makes one current for a ``with`` block; the
+sitecustomize that ``tracekit record`` injects makes one for the whole process.
+
+Not for reading traces or merging ranks (``collectors.manifest``), nor for patching (the patch
+modules). Imports torch and the standard library only; never raises into the job: problems are
+reported as one ``tracekit:`` line on stderr and end this rank's capture.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.autograd.profiler import record_function
+
+from collectors import labels
+from collectors.files import gzip_file_atomic, report, write_json_atomic
+from collectors.window import DEFAULT_STEPS, parse_steps
+
+SIDECAR_FORMAT = "tracekit-rank-meta/1"
+
+
+@dataclass(frozen=True)
+class MicrobatchPath:
+    """Micro-batches ``[first_microbatch, stop_microbatch)`` enter at ``first_stage`` and leave after ``last_stage``."""
+
+    first_microbatch: int
+    stop_microbatch: int
+    first_stage: int
+    last_stage: int
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """What one rank knows about the pipeline schedule it runs; goes into its sidecar."""
+
+    class_name: str
+    """The schedule's class, e.g. ``ScheduleDualPipeV``."""
+    name: str
+    """Normalized name, e.g. ``dualpipev``: patch_torch.SCHEDULE_NAMES, or ``dualpipe`` for DeepSeek's DualPipe."""
+    pp_size: int
+    """Pipeline ranks."""
+    num_stages: int
+    """Global stages (stage indices run 0..num_stages-1)."""
+    microbatches: int
+    """Micro-batches per step."""
+    stages: tuple[int, ...]
+    """Global stage indices this rank runs."""
+    paths: tuple[MicrobatchPath, ...]
+    """Which micro-batches flow through which stages (DualPipe has two directions)."""
+    stage_numbering: str = "torch.distributed.pipelining stage_index"
+    """How stage indices were assigned."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON form for the sidecar."""
+        payload = asdict(self)
+        payload["class"] = payload.pop("class_name")
+        return payload
+
+
+@dataclass(frozen=True)
+class CaptureConfig:
+    """Where a capture writes and which steps it keeps."""
+
+    out_dir: Path
+    """Directory for rank{r}.json.gz and rank{r}.meta.json."""
+    first_step: int = 1
+    """First captured step (0-based count of step() calls in this process)."""
+    stop_step: int | None = 3
+    """One past the last captured step; None keeps every step until the process ends."""
+    run_id: str | None = None
+    """Identifier shared by the ranks of one ``tracekit record`` run; lets the merge skip stale sidecars."""
+    schedule: ScheduleInfo | None = None
+    """For custom loops: the schedule to record when no patched schedule describes itself."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "out_dir", Path(self.out_dir))
+        if self.first_step < 0 or (self.stop_step is not None and self.stop_step <= self.first_step):
+            raise ValueError(f"bad step window {self.first_step}:{self.stop_step}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> CaptureConfig | None:
+        """The config ``tracekit record`` passes through TRACEKIT_OUT / TRACEKIT_STEPS / TRACEKIT_RUN_ID."""
+        out = environ.get("TRACEKIT_OUT")
+        if not out:
+            return None
+        first, stop = parse_steps(environ.get("TRACEKIT_STEPS", DEFAULT_STEPS))
+        return cls(Path(out), first, stop, environ.get("TRACEKIT_RUN_ID") or None)
+
+    def wants(self, step_index: int) -> bool:
+        """True when step ``step_index`` is in the window."""
+        return step_index >= self.first_step and (self.stop_step is None or step_index < self.stop_step)
+
+
+_IDLE = contextlib.nullcontext()
+
+
+@dataclass
+class Recorder:
+    """The per-process capture state machine: counts steps, runs the profiler, writes this rank's files."""
+
+    config: CaptureConfig
+    next_step: int = 0
+    labelling: bool = False
+    """True while the window is open: hooks emit labels only then."""
+    _depth: int = 0
+    _profiler: torch.profiler.profile | None = None
+    _step_span: record_function | None = None
+    _failed: bool = False
+    _finished: bool = False
+    _captured: int = 0
+    _rank: int = 0
+    _world_size: int = 1
+    _schedule: ScheduleInfo | None = None
+    _problems: list[str] = field(default_factory=list)
+    _started_unix_ns: int = 0
+
+    def begin_step(self, describe: Callable[[], ScheduleInfo | None] | None = None) -> None:
+        """Called as a step starts; nested calls (a step() calling step()) count once."""
+        self._depth += 1
+        if self._depth > 1 or self._failed or self._finished:
+            return
+        if self._profiler is None and self.config.wants(self.next_step):
+            self._start()
+        if not self.labelling:
+            return
+        if describe is not None:
+            self._remember_schedule(describe)
+        self._step_span = record_function(labels.step_label(self.next_step - self.config.first_step))
+        self._step_span.__enter__()
+
+    def end_step(self) -> None:
+        """Called as a step ends (also when it raised)."""
+        self._depth -= 1
+        if self._depth > 0:
+            return
+        if self._step_span is not None:
+            self._step_span.__exit__(None, None, None)
+            self._step_span = None
+            self._captured += 1
+        self.next_step += 1
+        if self._profiler is not None and not self.config.wants(self.next_step):
+            self._stop(complete=True)
+
+    def finish(self) -> None:
+        """End of the job or of a ``Capture`` block: write what an unfinished window holds."""
+        if self._step_span is not None:
+            # The job is ending inside a step (sys.exit from the loop): close its span so it exports.
+            self._step_span.__exit__(None, None, None)
+            self._step_span = None
+        if self._profiler is not None:
+            if self.config.stop_step is None and self._captured:
+                self._stop(complete=True)
+            else:
+                wanted = (
+                    "until the end"
+                    if self.config.stop_step is None
+                    else self.config.stop_step - self.config.first_step
+                )
+                self._stop(
+                    complete=False,
+                    problem=f"the job ended after {self._captured} of {wanted} requested steps",
+                )
+        self._finished = True
+
+    def _remember_schedule(self, describe: Callable[[], ScheduleInfo | None]) -> None:
+        try:
+            info = describe()
+        except Exception as error:  # noqa: BLE001 - an unknown schedule version must not stop training
+            self._problem(f"could not describe the schedule: {error!r}")
+            return
+        if info is None or info == self._schedule:
+            return
+        if self._schedule is not None:
+            self._problem(
+                f"schedule changed from {self._schedule.class_name} to {info.class_name} inside the window"
+            )
+        self._schedule = info
+
+    def _problem(self, message: str) -> None:
+        self._problems.append(message)
+        report(f"rank {self._rank}: {message}")
+
+    def _start(self) -> None:
+        self._rank, self._world_size = _rank_and_world_size()
+        self._schedule = self._schedule or self.config.schedule
+        self._started_unix_ns = time.time_ns()
+        try:
+            self.config.out_dir.mkdir(parents=True, exist_ok=True)
+            self._write_sidecar("capturing")
+        except OSError as error:
+            self._fail(f"cannot write to {self.config.out_dir}: {error}; training continues without a trace")
+            return
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        try:
+            profiler = torch.profiler.profile(activities=activities, record_shapes=False, with_stack=False)
+            profiler.start()
+        except Exception as error:  # noqa: BLE001 - e.g. another profiler already running
+            self._fail(f"cannot start torch.profiler: {error!r}; training continues without a trace")
+            return
+        self._profiler = profiler
+        self.labelling = True
+
+    def _stop(self, complete: bool, problem: str | None = None) -> None:
+        profiler, self._profiler = self._profiler, None
+        self.labelling = False
+        assert profiler is not None
+        name = f"rank{self._rank}.json.gz" if complete else f"rank{self._rank}.partial.json.gz"
+        target = self.config.out_dir / name
+        try:
+            profiler.stop()
+            with tempfile.TemporaryDirectory(prefix=".tracekit-", dir=self.config.out_dir) as scratch:
+                raw = Path(scratch) / "trace.json"
+                profiler.export_chrome_trace(str(raw))
+                gzip_file_atomic(raw, target)
+        except Exception as error:  # noqa: BLE001 - a full disk or a profiler error must not stop training
+            self._fail(f"cannot write {target}: {error}; training continues without this trace")
+            return
+        if problem is not None:
+            self._problem(problem)
+        try:
+            self._write_sidecar("complete" if complete else "partial", trace=name)
+        except OSError as error:
+            self._fail(f"cannot write the sidecar of {target}: {error}")
+        self._finished = True
+
+    def _fail(self, message: str) -> None:
+        self._failed = True
+        self.labelling = False
+        if self._profiler is not None:
+            with contextlib.suppress(Exception):
+                self._profiler.stop()
+            self._profiler = None
+        self._problem(message)
+        with contextlib.suppress(OSError):
+            self._write_sidecar("failed")
+
+    def _write_sidecar(self, status: str, trace: str | None = None) -> None:
+        path = self.config.out_dir / f"rank{self._rank}.meta.json"
+        write_json_atomic(
+            path,
+            {
+                "format": SIDECAR_FORMAT,
+                "run_id": self.config.run_id,
+                "rank": self._rank,
+                "world_size": self._world_size,
+                "local_rank": _int_env("LOCAL_RANK"),
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "torch_version": torch.__version__,
+                "status": status,
+                "trace": trace,
+                "problems": list(self._problems),
+                "steps": {
+                    "requested": [self.config.first_step, self.config.stop_step],
+                    "captured": [self.config.first_step, self.config.first_step + self._captured],
+                },
+                "schedule": None if self._schedule is None else self._schedule.to_json(),
+                "started_unix_ns": self._started_unix_ns,
+                "written_unix_ns": time.time_ns(),
+            },
+        )
+
+
+def _int_env(name: str) -> int | None:
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
+def _rank_and_world_size() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return _int_env("RANK") or 0, _int_env("WORLD_SIZE") or 1
+
+
+_current: Recorder | None = None
+_env_checked = False
+
+
+def current() -> Recorder | None:
+    """The recorder hooks report to, or None when nothing is being captured."""
+    if _current is None and not _env_checked:
+        _adopt_env_recorder()
+    return _current
+
+
+def _adopt_env_recorder() -> None:
+    """Under ``tracekit record`` (TRACEKIT_OUT set), make the process-wide recorder, once."""
+    global _current, _env_checked
+    _env_checked = True
+    try:
+        config = CaptureConfig.from_env(os.environ)
+    except ValueError as error:
+        report(f"capture disabled: {error}")
+        return
+    if config is None:
+        return
+    _current = Recorder(config)
+    # A normal exit writes what an unfinished window holds (e.g. TRACEKIT_STEPS=all).
+    atexit.register(_current.finish)
+
+
+def set_current(recorder: Recorder | None) -> Recorder | None:
+    """Make ``recorder`` current; returns the one it replaces."""
+    global _current
+    previous, _current = _current, recorder
+    return previous
+
+
+@contextlib.contextmanager
+def step() -> Iterator[None]:
+    """Mark one training step of a custom loop (``with collectors.step(): ...``)."""
+    recorder = current()
+    if recorder is None:
+        yield
+        return
+    recorder.begin_step()
+    try:
+        yield
+    finally:
+        recorder.end_step()
+
+
+def mark(stage: int, kind: str, microbatch: int) -> contextlib.AbstractContextManager[object]:
+    """Label one compute action of a pipeline tracekit does not patch: ``with mark(3, "F", 0): ...``."""
+    if kind not in labels.KINDS:
+        raise ValueError(f"kind must be one of {', '.join(labels.KINDS)}, not {kind!r}")
+    recorder = current()
+    if recorder is None or not recorder.labelling:
+        return _IDLE
+    return record_function(labels.action_label(stage, kind, microbatch))
+
+
+def mark_pair(
+    forward: tuple[int, int], backward: tuple[int, str, int]
+) -> contextlib.AbstractContextManager[object]:
+    """Label an overlapped F&B chunk: forward (stage, mb), backward (stage, kind, mb); mark its halves inside."""
+    if backward[1] not in ("B", "I"):
+        raise ValueError(f"the backward half of a pair is B or I, not {backward[1]!r}")
+    recorder = current()
+    if recorder is None or not recorder.labelling:
+        return _IDLE
+    return record_function(labels.pair_label(forward, backward))
+
+
+def mark_comm(op: str) -> contextlib.AbstractContextManager[object]:
+    """Label a wait on pipeline communication: ``with mark_comm("recv"): work.wait()``."""
+    if op not in labels.COMM_OPS:
+        raise ValueError(f"op must be one of {', '.join(labels.COMM_OPS)}, not {op!r}")
+    recorder = current()
+    if recorder is None or not recorder.labelling:
+        return _IDLE
+    return record_function(labels.comm_label(op))
+
+
+class Capture:
+    """Capture steps of a job from Python: ``with Capture("out", steps=range(1, 3)) as cap: ... cap.step()``.
+
+    Entering patches torch.distributed.pipelining schedules and DualPipe (now or when they are
+    imported), so their ``step()`` calls count as steps and their actions are labelled; custom loops
+    mark steps with ``cap.step()`` and actions with ``mark``. Each rank writes its own files; merge
+    them with ``collectors.write_manifest(out_dir)`` once every rank is done.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str],
+        steps: range | str | None = range(1, 3),
+        *,
+        schedule: ScheduleInfo | None = None,
+        patch: bool = True,
+    ) -> None:
+        if isinstance(steps, str):
+            first, stop = parse_steps(steps)
+        elif steps is None:
+            first, stop = 0, None
+        else:
+            if steps.step != 1:
+                raise ValueError("steps must be a contiguous range")
+            first, stop = steps.start, steps.stop
+        self.config = CaptureConfig(Path(out_dir), first, stop, os.environ.get("TRACEKIT_RUN_ID"), schedule)
+        self.recorder = Recorder(self.config)
+        self._patch = patch
+        self._previous: Recorder | None = None
+
+    def __enter__(self) -> Capture:
+        if self._patch:
+            from collectors import hooks
+
+            hooks.install()
+        self._previous = current()  # under tracekit record too: restored on exit
+        set_current(self.recorder)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.recorder.finish()
+        set_current(self._previous)
+
+    def step(self) -> contextlib.AbstractContextManager[None]:
+        """Mark one training step (a context manager)."""
+        return step()

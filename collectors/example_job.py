@@ -1,0 +1,414 @@
+"""A small pipeline-parallel training job on CPU, to capture real traces of real schedules.
+
+Run it as ``python -m collectors.example_job --schedule dualpipev --ranks 4 --microbatches 8 --steps 3``;
+it spawns its own ranks (torch.multiprocessing, gloo), or, when started by torchrun, runs as the
+rank torchrun made. Each stage is a few ``tanh(Linear)`` layers, sized so one action costs a few
+milliseconds and the traces stay small. ``--slow-rank R --slow-ms X`` turns rank R into a
+straggler: each of its forward and backward-for-inputs (B or I) actions busy-waits X ms more per
+stage module (a busy-wait holds the core the way compute does; a sleep would free it). Weight
+actions (W) are not slowed. ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
+DualPipe's ``overlaped_forward_backward`` hook; ``--crash-rank R --crash-step S`` makes rank R
+SIGKILL itself in the middle of step S, to see what a capture does with a dying rank.
+
+This is an example of a user's job, not part of the collector: it imports torch (and, for
+``deepseek-dualpipe``, the ``dualpipe`` package) and nothing from tracekit or collectors, so
+``tracekit record`` captures it exactly as it would capture any unmodified job. The two CPU shims
+DeepSeek's DualPipe needs live here, never in the collector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from torch import nn
+
+STAGES_PER_RANK: dict[str, int] = {
+    "gpipe": 1,
+    "1f1b": 1,
+    "interleaved-1f1b": 2,
+    "zbv": 2,
+    "dualpipev": 2,
+    "deepseek-dualpipe": 2,
+}
+"""How many stage modules each rank holds, per schedule."""
+
+V_SHAPED = frozenset({"zbv", "dualpipev"})
+"""Schedules whose rank r holds stages r and 2P-1-r; looped ones hold r and r+P."""
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """What to train and how: one value shared by every rank."""
+
+    schedule: str
+    """One of STAGES_PER_RANK's keys."""
+    ranks: int
+    """Pipeline ranks (processes)."""
+    microbatches: int
+    """Micro-batches per step (DualPipe: both directions together)."""
+    steps: int
+    """Training steps (calls of the schedule's step())."""
+    hidden: int = 512
+    """Width of every layer."""
+    layers: int = 2
+    """tanh(Linear) layers per stage module."""
+    microbatch_rows: int = 64
+    """Rows per micro-batch."""
+    slow_rank: int | None = None
+    """Rank whose compute is slowed (a straggler), or None."""
+    slow_ms: float = 0.0
+    """Extra busy-wait per forward and per B/I action on slow_rank, milliseconds."""
+    crash_rank: int | None = None
+    """Rank that kills itself (SIGKILL) mid-step, to test what a capture does with a dying rank."""
+    crash_step: int = 1
+    """Step during which crash_rank dies."""
+    overlap_hook: bool = False
+    """deepseek-dualpipe only: give the stage modules DualPipe's overlaped_forward_backward hook."""
+
+    def __post_init__(self) -> None:
+        if self.schedule not in STAGES_PER_RANK:
+            raise ValueError(f"unknown schedule {self.schedule!r}; expected one of {sorted(STAGES_PER_RANK)}")
+        if self.ranks < 2:
+            raise ValueError("a pipeline needs at least 2 ranks")
+        if self.schedule == "deepseek-dualpipe" and (
+            self.ranks % 2 or self.microbatches % 2 or self.microbatches < 2 * self.ranks
+        ):
+            raise ValueError(
+                "DualPipe needs an even number of ranks and an even micro-batch count >= 2 * ranks"
+            )
+        for rank in (self.slow_rank, self.crash_rank):
+            if rank is not None and not 0 <= rank < self.ranks:
+                raise ValueError(f"rank {rank} is not in 0..{self.ranks - 1}")
+        if self.overlap_hook and self.schedule != "deepseek-dualpipe":
+            raise ValueError("--overlap-hook is DualPipe's hook: use it with --schedule deepseek-dualpipe")
+        if self.slow_ms < 0 or self.steps < 1 or self.microbatches < 1:
+            raise ValueError("--slow-ms must be >= 0, --steps and --microbatches >= 1")
+
+
+class _BusyWait(torch.autograd.Function):
+    """Identity that spins for ``seconds`` in forward and again in backward: simulated slow compute."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, seconds: float) -> torch.Tensor:  # type: ignore[override]
+        ctx.seconds = seconds
+        _spin(seconds)
+        return x.view_as(x).clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        _spin(ctx.seconds)
+        return grad, None
+
+
+def _spin(seconds: float) -> None:
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
+
+
+class _DeferredWeightLinearFn(torch.autograd.Function):
+    """y = x W^T + b whose weight gradient DualPipe may defer to a later W action (WeightGradStore)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(x, weight)
+        ctx.bias = bias
+        return F.linear(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+        from dualpipe import WeightGradStore
+
+        x, weight = ctx.saved_tensors
+        bias = ctx.bias
+
+        def weight_grad() -> None:
+            for param, value in ((weight, grad.t() @ x), (bias, grad.sum(0))):
+                param.grad = value if param.grad is None else param.grad + value
+
+        # DualPipe's zero-bubble steps switch WeightGradStore on: the input gradient goes upstream
+        # now (I) and the weight gradient runs when DualPipe pops it (W), as in DeepSeek's example.
+        if WeightGradStore.enabled:
+            WeightGradStore.put(weight_grad)
+        else:
+            weight_grad()
+        return grad @ weight, None, None
+
+
+class _DeferredWeightLinear(nn.Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _DeferredWeightLinearFn.apply(x, self.weight, self.bias)
+
+
+class StageModule(nn.Module):
+    """One pipeline stage: ``layers`` tanh(Linear) layers, optionally slowed or set to crash."""
+
+    def __init__(self, config: JobConfig, seconds_slower: float, crash_after_forwards: int | None) -> None:
+        super().__init__()
+        linear = _DeferredWeightLinear if config.schedule == "deepseek-dualpipe" else nn.Linear
+        self.layers = nn.ModuleList(linear(config.hidden, config.hidden) for _ in range(config.layers))
+        self.seconds_slower = seconds_slower
+        self.crash_after_forwards = crash_after_forwards
+        self.forwards = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.forwards += 1
+        if self.crash_after_forwards is not None and self.forwards > self.crash_after_forwards:
+            # SIGKILL, not an exception: a rank lost to the OOM killer or a node failure runs no cleanup.
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.seconds_slower:
+            x = _BusyWait.apply(x, self.seconds_slower)
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+        return x
+
+
+class OverlappingStageModule(StageModule):
+    """A stage that offers DualPipe its F&B hook, as DeepSeek's modules do (``--overlap-hook``).
+
+    On a GPU the hook would interleave the two halves' kernels; here it runs the forward, then the
+    backward, inside the one call, so a trace cannot tell the halves apart: only the pair is seen.
+    """
+
+    @classmethod
+    def overlaped_forward_backward(  # dualpipe 1.0.0's spelling
+        cls,
+        module0: StageModule,
+        inputs0: list[torch.Tensor],
+        criterion0: Callable[..., torch.Tensor] | None,
+        labels0: list[torch.Tensor],
+        module1: StageModule,
+        loss1: torch.Tensor | None,
+        outputs1: list[torch.Tensor],
+        output_grads1: list[torch.Tensor],
+    ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+        outputs0 = [module0(*inputs0)]
+        loss0 = criterion0(*outputs0, *labels0) if criterion0 is not None else None
+        if loss1 is not None:
+            loss1.backward()
+            loss1.detach_()
+        else:
+            # DualPipe has already freed the storage of sent outputs; its run_backward skips the
+            # shape check that torch.autograd.backward would fail on, as DeepSeek's example does.
+            from dualpipe.utils import run_backward
+
+            run_backward(outputs1, output_grads1)
+        return outputs0, loss0
+
+
+def stages_of_rank(config: JobConfig, rank: int) -> list[int]:
+    """Global stage indices rank ``rank`` holds, in the order its schedule expects."""
+    if STAGES_PER_RANK[config.schedule] == 1:
+        return [rank]
+    if config.schedule in V_SHAPED or config.schedule == "deepseek-dualpipe":
+        return [rank, 2 * config.ranks - 1 - rank]
+    return [rank, rank + config.ranks]
+
+
+def _build_modules(config: JobConfig, rank: int) -> list[StageModule]:
+    slower = config.slow_ms / 1000 if rank == config.slow_rank else 0.0
+    modules = []
+    for position, stage in enumerate(stages_of_rank(config, rank)):
+        # Same weights for the same stage on every run, whichever rank builds it.
+        torch.manual_seed(1000 + stage)
+        crash = None
+        if rank == config.crash_rank and position == 0:
+            forwards_per_step = config.microbatches // (2 if config.schedule == "deepseek-dualpipe" else 1)
+            crash = config.crash_step * forwards_per_step + forwards_per_step // 2
+        module_class = OverlappingStageModule if config.overlap_hook else StageModule
+        modules.append(module_class(config, slower, crash))
+    return modules
+
+
+def _batch(config: JobConfig, step: int, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(step)
+    x = torch.randn(rows, config.hidden, generator=generator)
+    return x, torch.tanh(x.flip(1))
+
+
+def _torch_step_fn(config: JobConfig, rank: int, modules: list[StageModule]) -> Callable[[int], None]:
+    from torch.distributed import pipelining as pp
+
+    classes = {
+        "gpipe": pp.ScheduleGPipe,
+        "1f1b": pp.Schedule1F1B,
+        "interleaved-1f1b": pp.ScheduleInterleaved1F1B,
+        "zbv": pp.ScheduleZBVZeroBubble,
+        "dualpipev": pp.ScheduleDualPipeV,
+    }
+    num_stages = config.ranks * STAGES_PER_RANK[config.schedule]
+    stage_ids = stages_of_rank(config, rank)
+    stages = [
+        pp.PipelineStage(module, stage, num_stages, torch.device("cpu"))
+        for module, stage in zip(modules, stage_ids)
+    ]
+    schedule_class = classes[config.schedule]
+    stage_arg = stages[0] if len(stages) == 1 else stages
+    schedule = schedule_class(stage_arg, config.microbatches, loss_fn=F.mse_loss)
+    holds_first, holds_last = 0 in stage_ids, num_stages - 1 in stage_ids
+
+    def run(step: int) -> None:
+        x, y = _batch(config, step, config.microbatches * config.microbatch_rows)
+        args = (x,) if holds_first else ()
+        schedule.step(*args, target=y if holds_last else None)
+
+    return run
+
+
+def _dualpipe_step_fn(config: JobConfig, rank: int, modules: list[StageModule]) -> Callable[[int], None]:
+    import dualpipe
+    import dualpipe.comm
+
+    # Shim 1: DualPipe's constructor asserts the modules sit on torch.cuda.current_device().
+    real_current_device = torch.cuda.current_device
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
+    try:
+        pipe = dualpipe.DualPipe((modules[0], modules[1]))
+    finally:
+        torch.cuda.current_device = real_current_device
+    # Shim 2: its receive buffers are allocated on "cuda"; allocate them on the CPU instead.
+    dualpipe.comm.build_from_tensor_shapes = lambda: [
+        torch.empty(shape, dtype=dualpipe.comm.TENSOR_DTYPE, requires_grad=True)
+        for shape in dualpipe.comm.TENSOR_SHAPES
+    ]
+    dualpipe.set_p2p_tensor_shapes([(config.microbatch_rows, config.hidden)])
+    dualpipe.set_p2p_tensor_dtype(torch.float32)
+    holds_ends = rank in (0, config.ranks - 1)
+
+    def run(step: int) -> None:
+        # Each direction carries half the micro-batches; rank 0 feeds one, rank P-1 the other.
+        x, y = _batch(
+            config, step * 2 + (rank == config.ranks - 1), config.microbatches // 2 * config.microbatch_rows
+        )
+        if holds_ends:
+            pipe.step(x, num_chunks=config.microbatches, criterion=F.mse_loss, labels=(y,))
+        else:
+            pipe.step(num_chunks=config.microbatches)
+
+    return run
+
+
+def make_trainer(config: JobConfig, rank: int) -> Callable[[int], None]:
+    """Build rank ``rank``'s stages and schedule (process group already up); returns train(step)."""
+    modules = _build_modules(config, rank)
+    if config.schedule == "deepseek-dualpipe":
+        run_step = _dualpipe_step_fn(config, rank, modules)
+    else:
+        run_step = _torch_step_fn(config, rank, modules)
+    optimizer = torch.optim.SGD([p for module in modules for p in module.parameters()], lr=1e-3)
+
+    def train(step: int) -> None:
+        optimizer.zero_grad()
+        run_step(step)
+        optimizer.step()
+
+    return train
+
+
+def init_rank(rank: int, world_size: int) -> None:
+    """One CPU thread and a gloo process group with a 60 s timeout (MASTER_ADDR/PORT from the env)."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timedelta(seconds=60))
+
+
+def _train(rank: int, world_size: int, config: JobConfig) -> None:
+    init_rank(rank, world_size)
+    try:
+        train = make_trainer(config, rank)
+        for step in range(config.steps):
+            train(step)
+    finally:
+        dist.destroy_process_group()
+
+
+def _spawned_rank(rank: int, world_size: int, config: JobConfig) -> None:
+    _train(rank, world_size, config)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_job(config: JobConfig) -> int:
+    """Train under torchrun (RANK/WORLD_SIZE set) or spawn ``config.ranks`` ranks; returns an exit status."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        world_size = int(os.environ["WORLD_SIZE"])
+        if world_size != config.ranks:
+            config = JobConfig(**{**config.__dict__, "ranks": world_size})
+        _train(int(os.environ["RANK"]), world_size, config)
+        return 0
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ["MASTER_PORT"] = str(_free_port())
+    try:
+        mp.spawn(_spawned_rank, args=(config.ranks, config), nprocs=config.ranks, join=True)
+    except mp.ProcessExitedException as error:
+        print(f"example_job: rank {error.error_index} exited with status {error.exit_code}", file=sys.stderr)
+        return 1
+    except mp.ProcessRaisedException as error:
+        print(f"example_job: a rank failed:\n{error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
+    """Command-line arguments to a JobConfig."""
+    parser = argparse.ArgumentParser(
+        prog="python -m collectors.example_job", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--schedule", choices=sorted(STAGES_PER_RANK), required=True)
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--microbatches", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--hidden", type=int, default=JobConfig.hidden)
+    parser.add_argument("--layers", type=int, default=JobConfig.layers, help="tanh(Linear) layers per stage")
+    parser.add_argument("--microbatch-rows", type=int, default=JobConfig.microbatch_rows)
+    parser.add_argument("--slow-rank", type=int, default=None, help="make this rank a straggler")
+    parser.add_argument("--slow-ms", type=float, default=0.0, help="extra busy-wait per F and B/I action")
+    parser.add_argument("--crash-rank", type=int, default=None, help="this rank SIGKILLs itself mid-step")
+    parser.add_argument("--crash-step", type=int, default=1, help="the step during which --crash-rank dies")
+    parser.add_argument(
+        "--overlap-hook",
+        action="store_true",
+        help="deepseek-dualpipe: run F&B chunks through one module hook",
+    )
+    args = parser.parse_args(argv)
+    try:
+        return JobConfig(
+            schedule=args.schedule,
+            ranks=args.ranks,
+            microbatches=args.microbatches,
+            steps=args.steps,
+            hidden=args.hidden,
+            layers=args.layers,
+            microbatch_rows=args.microbatch_rows,
+            slow_rank=args.slow_rank,
+            slow_ms=args.slow_ms,
+            crash_rank=args.crash_rank,
+            crash_step=args.crash_step,
+            overlap_hook=args.overlap_hook,
+        )
+    except ValueError as error:
+        parser.error(str(error))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m collectors.example_job``."""
+    return run_job(parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

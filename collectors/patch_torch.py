@@ -1,0 +1,187 @@
+"""Label torch.distributed.pipelining's actions, steps and p2p waits (docs/labels.md).
+
+``patch(schedules_module)`` wraps, once per process:
+
+- ``_PipelineStageBase.forward_one_chunk`` (F), ``backward_one_chunk`` (B when
+  ``full_backward``, else I) and ``backward_weight_one_chunk`` (W): every schedule, runtime or
+  hand-written (Schedule1F1B labels nothing itself, ScheduleGPipe only ``Forward i``), computes
+  through these three, so the labels are uniform and tight around the compute;
+- every schedule class's own ``step`` (a training step, and the moment the window opens/closes);
+- the schedules module's ``_wait_batch_p2p`` (every wait on send/recv work goes through it) and
+  ``_batch_p2p`` (to know whether a batch sends, receives or both);
+- the schedules module's ``record_function`` name, so the runtime's ``PP:(a;b)OVERLAP_F_B`` span
+  gets a ``tracekit:`` pair span around the two halves the runtime runs one after the other.
+
+Each wrapper tests one flag and calls through when no capture window is open. Not for DualPipe
+(``collectors.patch_dualpipe``) nor for the capture itself (``collectors.capture``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import re
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import torch.distributed as dist
+from torch.autograd.profiler import record_function
+
+from collectors import capture, labels
+from collectors.capture import MicrobatchPath, ScheduleInfo
+from collectors.hooks import wrap_attribute
+
+SCHEDULE_NAMES: dict[str, str] = {
+    "ScheduleGPipe": "gpipe",
+    "Schedule1F1B": "1f1b",
+    "ScheduleInterleaved1F1B": "interleaved-1f1b",
+    "ScheduleLoopedBFS": "looped-bfs",
+    "ScheduleInterleavedZeroBubble": "interleaved-zero-bubble",
+    "ScheduleZBVZeroBubble": "zbv",
+    "ScheduleDualPipeV": "dualpipev",
+    "_ScheduleForwardOnly": "forward-only",
+    "_PipelineScheduleRuntime": "csv-runtime",
+}
+"""torch schedule class -> normalized name (a subclass takes its nearest listed base's name)."""
+
+_PP_PAIR = re.compile(r"^PP:(\(\d+F\d+;\d+[BI]\d+\)OVERLAP_F_B)$")
+"""torch's label of an overlapped pair (``PP:(0F3;7B1)OVERLAP_F_B``); group 1 is our grammar too."""
+
+
+class _TaggedWorks(list):  # type: ignore[type-arg]
+    """The works of one p2p batch, tagged with its direction (a labels.COMM_OPS key)."""
+
+    op: str = "wait"
+
+
+def _labelling() -> capture.Recorder | None:
+    recorder = capture.current()
+    return recorder if recorder is not None and recorder.labelling else None
+
+
+def _forward(original: Callable[..., Any]) -> Callable[..., Any]:
+    def forward_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _labelling() is None:
+            return original(self, *args, **kwargs)
+        chunk = args[0] if args else kwargs["fwd_chunk_id"]
+        with record_function(labels.action_label(self.stage_index, "F", chunk)):
+            return original(self, *args, **kwargs)
+
+    return forward_one_chunk
+
+
+def _backward(original: Callable[..., Any]) -> Callable[..., Any]:
+    def backward_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _labelling() is None:
+            return original(self, *args, **kwargs)
+        # Signature: (bwd_chunk_id, loss=None, full_backward=True, last_backward=False).
+        chunk = args[0] if args else kwargs["bwd_chunk_id"]
+        full = kwargs.get("full_backward", args[2] if len(args) > 2 else True)
+        with record_function(labels.action_label(self.stage_index, "B" if full else "I", chunk)):
+            return original(self, *args, **kwargs)
+
+    return backward_one_chunk
+
+
+def _backward_weight(original: Callable[..., Any]) -> Callable[..., Any]:
+    def backward_weight_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _labelling() is None:
+            return original(self, *args, **kwargs)
+        chunk = args[0] if args else kwargs["bwd_chunk_id"]
+        with record_function(labels.action_label(self.stage_index, "W", chunk)):
+            return original(self, *args, **kwargs)
+
+    return backward_weight_one_chunk
+
+
+def describe(schedule: Any) -> ScheduleInfo:
+    """What ``schedule`` (a torch pipelining schedule on this rank) runs."""
+    stages = [schedule._stage] if hasattr(schedule, "_stage") else list(schedule._stages)
+    num_stages = stages[0].num_stages
+    cls = type(schedule)
+    name = next(
+        (SCHEDULE_NAMES[c.__name__] for c in cls.__mro__ if c.__name__ in SCHEDULE_NAMES), cls.__name__
+    )
+    microbatches = schedule._n_microbatches
+    return ScheduleInfo(
+        class_name=cls.__name__,
+        name=name,
+        pp_size=stages[0].group_size,
+        num_stages=num_stages,
+        microbatches=microbatches,
+        stages=tuple(stage.stage_index for stage in stages),
+        paths=(MicrobatchPath(0, microbatches, 0, num_stages - 1),),
+    )
+
+
+def _step(original: Callable[..., Any]) -> Callable[..., Any]:
+    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        recorder = capture.current()
+        if recorder is None:
+            return original(self, *args, **kwargs)
+        recorder.begin_step(lambda: describe(self))
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            recorder.end_step()
+
+    return step
+
+
+def _batch_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
+    def batch_p2p(p2p_ops: list[dist.P2POp], *args: Any, **kwargs: Any) -> Any:
+        works = original(p2p_ops, *args, **kwargs)
+        if _labelling() is None or not works:
+            return works
+        kinds = {op.op for op in p2p_ops}
+        tagged = _TaggedWorks(works)
+        tagged.op = "send" if kinds == {dist.isend} else "recv" if kinds == {dist.irecv} else "sendrecv"
+        return tagged
+
+    return batch_p2p
+
+
+def _wait_batch_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
+    def wait_batch_p2p(work: list[dist.Work]) -> Any:
+        if not work or _labelling() is None:
+            return original(work)
+        with record_function(labels.comm_label(getattr(work, "op", "wait"))):
+            return original(work)
+
+    return wait_batch_p2p
+
+
+@contextlib.contextmanager
+def _nested(outer: Any, inner: Any) -> Iterator[None]:
+    with outer, inner:
+        yield
+
+
+def _record_function(original: Callable[..., Any]) -> Callable[..., Any]:
+    def record_function_with_pairs(name: str, *args: Any, **kwargs: Any) -> Any:
+        span = original(name, *args, **kwargs)
+        if not name.startswith("PP:(") or _labelling() is None:
+            return span
+        match = _PP_PAIR.match(name)
+        return span if match is None else _nested(span, record_function(labels.PREFIX + match[1]))
+
+    return record_function_with_pairs
+
+
+def patch(schedules: ModuleType) -> None:
+    """Label the actions, steps and waits of torch.distributed.pipelining (idempotent)."""
+    stage_base = importlib.import_module("torch.distributed.pipelining.stage")._PipelineStageBase
+    wrap_attribute(stage_base, "forward_one_chunk", _forward)
+    wrap_attribute(stage_base, "backward_one_chunk", _backward)
+    wrap_attribute(stage_base, "backward_weight_one_chunk", _backward_weight)
+    for value in list(vars(schedules).values()):
+        if (
+            isinstance(value, type)
+            and issubclass(value, schedules._PipelineSchedule)
+            and "step" in vars(value)
+        ):
+            wrap_attribute(value, "step", _step)
+    wrap_attribute(schedules, "_batch_p2p", _batch_p2p)
+    wrap_attribute(schedules, "_wait_batch_p2p", _wait_batch_p2p)
+    wrap_attribute(schedules, "record_function", _record_function)

@@ -1,0 +1,45 @@
+"""The example job stands for a user's job: it must not import the collector it is captured by."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from collectors.example_job import JobConfig, parse_args, stages_of_rank
+
+
+def test_example_job_imports_no_collector_or_tracekit_code() -> None:
+    code = (
+        "import sys, collectors.example_job;"
+        "print(sorted(m for m in sys.modules if m.startswith(('tracekit', 'collectors'))))"
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+
+    assert done.stdout.strip() == "['collectors', 'collectors.example_job']"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "stages"),
+    [("1f1b", [2]), ("interleaved-1f1b", [2, 6]), ("zbv", [2, 5]), ("deepseek-dualpipe", [2, 5])],
+)
+def test_stages_of_rank_follow_each_schedule_layout(schedule: str, stages: list[int]) -> None:
+    assert stages_of_rank(JobConfig(schedule, ranks=4, microbatches=8, steps=1), 2) == stages
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--schedule", "deepseek-dualpipe", "--ranks", "3"],
+        ["--schedule", "deepseek-dualpipe", "--microbatches", "6"],
+        ["--schedule", "1f1b", "--slow-rank", "4"],
+        ["--schedule", "1f1b", "--slow-ms", "-1"],
+    ],
+)
+def test_invalid_jobs_are_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(argv)

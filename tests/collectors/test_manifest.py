@@ -1,0 +1,77 @@
+"""Merging sidecars into run.json: what makes a rank complete, and what is reported when not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from collectors.manifest import build_manifest
+
+SCHEDULE = {
+    "class": "Schedule1F1B",
+    "name": "1f1b",
+    "pp_size": 2,
+    "num_stages": 2,
+    "microbatches": 4,
+    "stages": [0],
+    "paths": [{"first_microbatch": 0, "stop_microbatch": 4, "first_stage": 0, "last_stage": 1}],
+    "stage_numbering": "torch.distributed.pipelining stage_index",
+}
+
+
+def _sidecar(out_dir: Path, rank: int, status: str, run_id: str = "run", trace: bool = True) -> None:
+    meta: dict[str, Any] = {
+        "run_id": run_id,
+        "rank": rank,
+        "world_size": 3,
+        "host": "node0",
+        "torch_version": "2.13.0",
+        "status": status,
+        "trace": f"rank{rank}.json.gz" if status == "complete" else None,
+        "problems": [],
+        "steps": {"requested": [1, 3], "captured": [1, 3]},
+        "schedule": {**SCHEDULE, "stages": [rank]},
+    }
+    (out_dir / f"rank{rank}.meta.json").write_text(json.dumps(meta))
+    if trace and meta["trace"]:
+        (out_dir / meta["trace"]).write_bytes(b"")
+
+
+def test_ranks_are_complete_only_with_a_complete_sidecar_and_a_trace(tmp_path: Path) -> None:
+    _sidecar(tmp_path, 0, "complete")
+    _sidecar(tmp_path, 1, "capturing")
+
+    manifest = build_manifest(tmp_path, run_id="run")
+
+    assert [entry["complete"] for entry in manifest["ranks"]] == [True, False, False]
+    assert "died or was killed" in manifest["ranks"][1]["problems"][0]
+    assert "never reached the capture window" in manifest["ranks"][2]["problems"][0]
+    assert manifest["rank_to_stages"] == {"0": [0], "1": [1]} and not manifest["complete"]
+
+
+def test_a_complete_sidecar_without_its_trace_is_incomplete(tmp_path: Path) -> None:
+    _sidecar(tmp_path, 0, "complete", trace=False)
+
+    entry = build_manifest(tmp_path)["ranks"][0]
+
+    assert not entry["complete"] and entry["problems"] == ["trace file rank0.json.gz is missing"]
+
+
+def test_sidecars_of_another_run_are_ignored_and_reported(tmp_path: Path) -> None:
+    _sidecar(tmp_path, 0, "complete", run_id="old")
+
+    manifest = build_manifest(tmp_path, run_id="new")
+
+    assert manifest["world_size"] == 0 and "ignored rank0.meta.json" in manifest["problems"][0]
+
+
+def test_disagreeing_ranks_are_reported(tmp_path: Path) -> None:
+    _sidecar(tmp_path, 0, "complete")
+    _sidecar(tmp_path, 1, "complete")
+    sidecar = tmp_path / "rank1.meta.json"
+    sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "torch_version": "2.12.0"}))
+
+    manifest = build_manifest(tmp_path)
+
+    assert manifest["problems"] == ["ranks disagree on torch version: ['2.13.0', '2.12.0']"]

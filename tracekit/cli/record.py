@@ -1,0 +1,82 @@
+"""``tracekit record --out DIR [--steps A:B] -- COMMAND ...``: capture an unmodified training job.
+
+Parses arguments, hands the work to ``collectors.launch.record`` (inject, run, merge) and shows
+the merged manifest through the output layer. Exits with the command's own exit status.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import polars as pl
+
+from collectors.launch import record
+from collectors.window import DEFAULT_STEPS, parse_steps
+from tracekit.cli.options import format_option
+from tracekit.cli.output import Format, Result, Table, emit
+from tracekit.errors import TracekitError
+
+_RANK_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "complete": pl.Boolean(),
+    "trace": pl.String(),
+    "host": pl.String(),
+    "problem": pl.String(),
+}
+
+
+def _check_steps(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    try:
+        parse_steps(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+    return value
+
+
+def _rank_table(manifest: dict) -> pl.DataFrame:
+    rows = [
+        {
+            "rank": entry["rank"],
+            "complete": entry["complete"],
+            "trace": entry["trace"],
+            "host": entry["host"],
+            "problem": "; ".join(entry["problems"]) or None,
+        }
+        for entry in manifest["ranks"]
+    ]
+    return pl.DataFrame(rows, schema=_RANK_COLUMNS)
+
+
+@click.command("record", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for rank{r}.json.gz (one Kineto trace per rank) and run.json.",
+)
+@click.option(
+    "--steps",
+    default=DEFAULT_STEPS,
+    show_default=True,
+    callback=_check_steps,
+    help="Steps to capture: A:B (half-open, 0-based; a step is one call of a schedule's step()), A: or all. "
+    "The default skips step 0, which carries one-off set-up work.",
+)
+@format_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def command(ctx: click.Context, out_dir: Path, steps: str, fmt: Format, command: tuple[str, ...]) -> None:
+    """Run COMMAND (e.g. torchrun ... train.py) and capture one trace per rank, without changing its code."""
+    try:
+        outcome = record(command, out_dir, steps)
+    except OSError as error:
+        raise TracekitError(f"cannot run {command[0]!r}: {error.strerror or error}") from None
+    if outcome.manifest is not None:
+        manifest = outcome.manifest
+        complete = sum(entry["complete"] for entry in manifest["ranks"])
+        title = f"{out_dir}: {complete} of {manifest['world_size']} ranks captured (exit status {outcome.exit_code})"
+        table = Table(title=title, frame=_rank_table(manifest), name="ranks")
+        emit(Result(payload=manifest, tables=(table,), warnings=tuple(manifest["problems"])), fmt)
+    ctx.exit(outcome.exit_code)
