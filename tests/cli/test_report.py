@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -49,7 +50,10 @@ def test_table_report_and_out_dir(two_rank_run: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "bubble_fraction" in result.stdout
     assert {path.name for path in out.iterdir()} == {
-        "result.json", "ranks.parquet", "steps.parquet", "schedule.parquet"
+        "result.json",
+        "ranks.parquet",
+        "steps.parquet",
+        "schedule.parquet",
     }
 
 
@@ -82,8 +86,63 @@ def test_bad_input_is_one_line_with_exit_2(tmp_path: Path, setup, fault: str) ->
     assert "Traceback" not in result.stderr and str(root) in result.stderr
 
 
-def test_traces_without_labels_is_one_line(shared: Path) -> None:
-    result = tracekit("report", str(shared / "traces" / "param-dlrm-8rank"))
+def test_cpu_traces_without_labels_is_one_line(tmp_path: Path, make_trace) -> None:
+    root = tmp_path / "unlabelled"
+    root.mkdir()
+    make_trace(root / "rank0.json.gz", ["forward", "backward"])
+
+    result = tracekit("report", str(root))
 
     assert result.returncode == 2 and "no schedule labels" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_gpu_traces_without_labels_report_gpu_figures(shared: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+
+    result = tracekit(
+        "report", str(shared / "traces" / "param-dlrm-8rank"), "--format", "json", "--out", str(out)
+    )
+
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["ranks"] == [] and payload["schedule"] == []
+    assert [row["rank"] for row in payload["gpu"]["ranks"]] == list(range(8))
+    assert {row["comm_class"] for row in payload["gpu"]["overlap"]} == {"p2p", "dp_collective", "all"}
+    assert any("no schedule labels" in warning for warning in payload["warnings"])
+    assert {path.name for path in out.iterdir()} == {
+        "result.json",
+        "gpu_ranks.parquet",
+        "gpu_overlap.parquet",
+        "gpu_streams.parquet",
+    }
+
+
+def test_hta_compatible_json_matches_hta(shared: Path) -> None:
+    expected = {
+        int(row["rank"]): row
+        for row in csv.DictReader((shared / "expected" / "hta-0.5.0-hta-sampled-2rank.csv").open())
+    }
+
+    result = tracekit(
+        "report", str(shared / "traces" / "hta-sampled-2rank"), "--hta-compatible", "--format", "json"
+    )
+
+    assert result.returncode == 0, result.stderr
+    ranks = json.loads(result.stdout)["ranks"]
+    assert [row["rank"] for row in ranks] == [0, 1]
+    for row in ranks:
+        for column in ("idle_pct", "compute_pct", "non_compute_pct", "comm_comp_overlap_pct"):
+            assert abs(row[column] - float(expected[row["rank"]][column])) <= 0.1, (row["rank"], column)
+
+
+def test_bad_kernel_classes_file_is_one_line(shared: Path, tmp_path: Path) -> None:
+    config = tmp_path / "classes.toml"
+    config.write_text('[[kernel_class]]\npattern = "^my_a2a"\nclass = "network"\n')
+
+    result = tracekit(
+        "report", str(shared / "traces" / "deepseek-v3-dualpipe-chunk"), "--kernel-classes", str(config)
+    )
+
+    assert result.returncode == 2 and "kernel class 'network'" in result.stderr
+    assert str(config) in result.stderr and result.stderr.count("\n") == 1

@@ -119,11 +119,41 @@ def test_corrupt_rank_fails_naming_that_file(tmp_path: Path, make_trace) -> None
 
 def test_manifest_marks_incomplete_rank_partial(tmp_path: Path, make_trace) -> None:
     root = _two_ranks(tmp_path / "run", make_trace)
-    manifest = {"world_size": 2, "ranks": [{"rank": 0, "complete": True}, {"rank": 1, "complete": False,
-                                                                          "error": "killed"}]}
+    manifest = {
+        "world_size": 2,
+        "ranks": [{"rank": 0, "complete": True}, {"rank": 1, "complete": False, "problems": ["killed"]}],
+    }
     (root / "run.json").write_text(json.dumps(manifest))
 
     run = load_run(root)
 
     assert run.partial
     assert any("rank 1 did not complete its capture: killed" in warning for warning in run.warnings)
+
+
+def test_cached_load_starts_no_worker_processes(tmp_path: Path, make_trace, monkeypatch) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    first = load_run(root, workers=2)
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a cached load must not start worker processes")
+
+    monkeypatch.setattr("tracekit.trace.run.ProcessPoolExecutor", no_pool)
+    second = load_run(root, workers=2)
+
+    assert second.events.equals(first.events)
+
+
+def test_rank_events_and_restricted_views_read_one_rank_or_some_categories(
+    tmp_path: Path, make_trace
+) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    run = load_run(root)
+
+    rank1 = run.rank_events(1).collect()
+    labels = run.restricted(("user_annotation",))
+
+    assert rank1.equals(run.events.filter(run.events["rank"] == 1))
+    assert set(labels.events["cat"].unique()) == {"user_annotation"}
+    assert labels.events.height == run.events.filter(run.events["cat"] == "user_annotation").height
+    assert (labels.root, labels.ranks, labels.tables) == (run.root, run.ranks, run.tables)

@@ -36,3 +36,51 @@ def covered_ns(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
         .group_by(*by, maintain_order=True)
         .agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("covered_ns"))
     )
+
+
+def _sweep(first: pl.DataFrame, second: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Elementary segments of two span sets: ``by``, ``start_ns``, ``end_ns``, ``in_first``, ``in_second``.
+
+    Each side is merged first, so within a side spans are disjoint and the running count is 0 or 1.
+    """
+    edges = []
+    for spans, weight in ((merge_spans(first, by), 1), (merge_spans(second, by), 2)):
+        edges.append(
+            spans.select(*by, pl.col("start_ns").alias("at_ns"), pl.lit(weight, pl.Int8()).alias("delta"))
+        )
+        edges.append(
+            spans.select(*by, pl.col("end_ns").alias("at_ns"), pl.lit(-weight, pl.Int8()).alias("delta"))
+        )
+    ordered = pl.concat(edges).sort(*by, "at_ns")
+    state = pl.col("delta").cast(pl.Int32()).cum_sum()
+    following = pl.col("at_ns").shift(-1)
+    if by:
+        state, following = state.over(by), following.over(by)
+    return (
+        ordered.with_columns(state.alias("_state"), following.alias("end_ns"))
+        .filter(pl.col("end_ns").is_not_null() & (pl.col("end_ns") > pl.col("at_ns")))
+        .select(
+            *by,
+            pl.col("at_ns").alias("start_ns"),
+            "end_ns",
+            (pl.col("_state") % 2 == 1).alias("in_first"),
+            (pl.col("_state") >= 2).alias("in_second"),
+        )
+    )
+
+
+def intersect_spans(first: pl.DataFrame, second: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """The spans covered by both ``first`` and ``second`` within each ``by`` group (disjoint, sorted)."""
+    both = _sweep(first, second, by).filter(pl.col("in_first") & pl.col("in_second"))
+    return merge_spans(both, by)
+
+
+def subtract_spans(first: pl.DataFrame, second: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """The parts of ``first`` not covered by ``second`` within each ``by`` group (disjoint, sorted)."""
+    only = _sweep(first, second, by).filter(pl.col("in_first") & ~pl.col("in_second"))
+    return merge_spans(only, by)
+
+
+def overlap_ns(first: pl.DataFrame, second: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """|union(first) ∩ union(second)| per ``by`` group as ``overlap_ns`` (groups without overlap absent)."""
+    return covered_ns(intersect_spans(first, second, by), by).rename({"covered_ns": "overlap_ns"})

@@ -1,8 +1,12 @@
 """Read one Kineto chrome-trace file (what torch.profiler exports, plain or gzipped) into the event table.
 
 Only complete ("X") events become rows; metadata, flow and instant events are dropped here, since
-the correlation ids carried in ``args`` already link CPU launches to GPU work. The trace-level
-facts (rank, world size, clock base) come back beside the table as a ``TraceInfo``.
+the correlation ids carried in ``args`` already link CPU launches to GPU work. A GPU event without
+``args.correlation`` takes the id of the ``ac2g`` flow arrow ending on it. Timestamps must be µs
+(as the format specifies, whatever ``displayTimeUnit`` says): nanosecond values, or a
+``baseTimeNanoseconds`` added to times that are already absolute, are errors, not silent shifts.
+The trace-level facts (rank, world size, clock base) come back beside the table as a ``TraceInfo``.
+Decoding the JSON is ``tracekit.trace.columnar``'s job.
 
 Not for: deciding which files form a run (``tracekit.trace.run``) or what the events mean
 (``tracekit.trace.labels`` and ``tracekit.analysis``).
@@ -17,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
 
 from tracekit.errors import TracekitError
+from tracekit.trace.columnar import INTEGER_FIELDS, read_columnar, read_objects
 from tracekit.trace.schema import EVENT_SCHEMA
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -61,19 +65,8 @@ def read_bytes(path: Path) -> bytes:
         raise TracekitError(f"truncated or corrupt gzip ({error})", path) from None
 
 
-def _load_document(path: Path) -> dict[str, Any]:
-    text = read_bytes(path)
-    try:
-        document = orjson.loads(text)
-    except orjson.JSONDecodeError as error:
-        raise TracekitError(f"not valid JSON, truncated or corrupt ({error})", path) from None
-    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
-        raise TracekitError("no traceEvents list: not a Kineto/chrome trace", path)
-    return document
-
-
-def _rank_of(document: dict[str, Any], path: Path) -> tuple[int, int | None, str]:
-    info = document.get("distributedInfo")
+def _rank_of(header: dict[str, Any], path: Path) -> tuple[int, int | None, str]:
+    info = header.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         world = info.get("world_size")
         return info["rank"], world if isinstance(world, int) else None, "distributedInfo"
@@ -87,53 +80,151 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+_GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
+_ABSOLUTE_US = 10**15
+"""A ``ts`` above this (µs, late 2001 as an epoch time) is already absolute, not relative to a base."""
+_LATEST_NS = 4_102_444_800 * 10**9
+"""2100-01-01 in epoch ns: later times mean ns were read as µs or the base was added twice."""
+
+
+def _check_clock(
+    path: Path, document: dict[str, Any], base_ns: int, ts_min: float, ts_max: float
+) -> list[str]:
+    """TracekitError when timestamps cannot be µs on the stated base; warnings for odd but usable headers."""
+    unit = document.get("displayTimeUnit")
+    warnings = []
+    if ts_max * 1000 + base_ns > _LATEST_NS:
+        raise TracekitError(
+            f"timestamps reach {ts_max:.0f}: past 2100 when read as µs"
+            + (f" on baseTimeNanoseconds {base_ns}" if base_ns else "")
+            + f"; they look like nanoseconds (displayTimeUnit {unit!r}), but the trace format requires µs",
+            path,
+        )
+    if base_ns and ts_min > _ABSOLUTE_US:
+        raise TracekitError(
+            f"ts values are already absolute epoch µs (from {ts_min:.0f}) yet baseTimeNanoseconds is "
+            f"{base_ns}: adding both would shift every time; fix the exporter",
+            path,
+        )
+    if unit not in (None, "ms", "ns"):
+        raise TracekitError(f"unknown displayTimeUnit {unit!r} (the format allows ms or ns)", path)
+    if unit == "ns":
+        warnings.append(
+            f"{path}: displayTimeUnit 'ns' only changes how viewers show times; ts and dur are read as µs, "
+            "as the trace format specifies, and their magnitudes agree"
+        )
+    return warnings
+
+
+def _ns(column: str) -> pl.Expr:
+    """Integer ns from float µs: whole µs first, then the fraction, so epoch times stay exact."""
+    whole = pl.col(column).floor()
+    return whole.cast(pl.Int64()) * 1000 + ((pl.col(column) - whole) * 1000).round().cast(pl.Int64())
+
+
+@dataclass(frozen=True)
+class _Slice:
+    """A slice of a trace's events, reduced to what the event table keeps."""
+
+    events: pl.DataFrame
+    """Complete events: the event schema's columns without ``rank``, ``start_ns`` and ``dur_ns``,
+    with the raw µs ``ts`` and ``dur`` instead, plus the raw ``pid``/``tid``/``ts`` of GPU events
+    without a correlation id (null elsewhere) to find their flow arrow by."""
+    flows: pl.DataFrame
+    """``ac2g`` flow ends: raw ``pid``, ``tid``, ``ts`` and the flow ``id``."""
+
+
+def _reduce(raw: pl.DataFrame) -> _Slice:
+    """One slice of raw events (``RAW_SCHEMA``) reduced to complete events and flow ends, in one query."""
+    typed = raw.lazy().with_columns(pl.col(INTEGER_FIELDS).cast(pl.Int64(), strict=False))
+    unlinked = pl.col("cat").is_in(_GPU_CATEGORIES) & pl.col("correlation").is_null()
+    events = typed.filter(
+        (pl.col("ph") == "X") & pl.col("ts").is_not_null() & pl.col("dur").is_not_null()
+    ).select(
+        pl.col("cat").fill_null(""),
+        pl.col("name").fill_null(""),
+        pl.col("pid").cast(pl.Int64(), strict=False),
+        pl.col("tid").cast(pl.Int64(), strict=False),
+        "ts",
+        "dur",
+        "correlation",
+        "external_id",
+        pl.col("device").cast(pl.Int32(), strict=False),  # a device index beyond Int32 is no device
+        "stream",
+        *(pl.when(unlinked).then(pl.col(key)).alias(f"_{key}") for key in ("pid", "tid", "ts")),
+    )
+    flows = typed.filter(
+        (pl.col("ph") == "f") & (pl.col("cat") == "ac2g") & pl.col("id").is_not_null()
+    ).select(
+        pl.col("pid").alias("_pid"),
+        pl.col("tid").alias("_tid"),
+        pl.col("ts").alias("_ts"),
+        pl.col("id").alias("_flow"),
+    )
+    events_frame, flows_frame = events.collect(), flows.collect()
+    return _Slice(events_frame, flows_frame)
+
+
+def _linked_by_flow(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
+    """GPU events without ``args.correlation`` take the id of the ``ac2g`` flow arrow ending on them."""
+    keys = ["_pid", "_tid", "_ts"]
+    if events["_ts"].null_count() == events.height:
+        return events.drop(keys)
+    flows = flows.unique(keys, keep="last")
+    return (
+        events.join(flows, on=keys, how="left", nulls_equal=False)
+        .with_columns(pl.coalesce("correlation", "_flow").alias("correlation"))
+        .drop(*keys, "_flow")
+    )
+
+
 def read_trace(path: Path) -> tuple[pl.DataFrame, TraceInfo]:
     """Parse one trace file into (event table, trace facts); TracekitError names the file and the fault."""
-    document = _load_document(path)
-    rank, world_size, rank_source = _rank_of(document, path)
-    base_ns = _int_or_none(document.get("baseTimeNanoseconds")) or 0
+    text = read_bytes(path)
+    parsed = read_columnar(text, _reduce)
+    if parsed is None:
+        header, raw = read_objects(text, path)
+        parsed = header, [_reduce(raw)]
+    del text
+    header, slices = parsed
+    rank, world_size, rank_source = _rank_of(header, path)
+    base_ns = _int_or_none(header.get("baseTimeNanoseconds")) or 0
     warnings: list[str] = []
 
-    columns: dict[str, list[Any]] = {name: [] for name in EVENT_SCHEMA}
-    negative = 0
-    for event in document["traceEvents"]:
-        if not isinstance(event, dict) or event.get("ph") != "X":
-            continue
-        ts, dur = event.get("ts"), event.get("dur")
-        if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
-            continue
-        if dur < 0:
-            negative += 1
-            continue
-        args = event.get("args")
-        if not isinstance(args, dict):
-            args = {}
-        columns["cat"].append(str(event.get("cat", "")))
-        columns["name"].append(str(event.get("name", "")))
-        columns["pid"].append(_int_or_none(event.get("pid")))
-        columns["tid"].append(_int_or_none(event.get("tid")))
-        # Kineto writes microseconds with up to three decimals: round to integer nanoseconds.
-        columns["start_ns"].append(round(ts * 1000) + base_ns)
-        columns["dur_ns"].append(round(dur * 1000))
-        columns["correlation"].append(_int_or_none(args.get("correlation")))
-        columns["external_id"].append(_int_or_none(args.get("External id")))
-        columns["device"].append(_int_or_none(args.get("device")))
-        columns["stream"].append(_int_or_none(args.get("stream")))
-    count = len(columns["name"])
-    columns["rank"] = [rank] * count
+    events = pl.concat([part.events for part in slices])
+    negative = events.select((pl.col("dur") < 0).sum()).item()
+    events = events.filter(pl.col("dur") >= 0)
+    if events.is_empty():
+        raise TracekitError("no complete (ph 'X') events: nothing was recorded", path)
+    first_ts, last_ts = events.select(
+        pl.col("ts").min().alias("first"), (pl.col("ts") + pl.col("dur")).max().alias("last")
+    ).row(0)
+    warnings.extend(_check_clock(path, header, base_ns, first_ts, last_ts))  # before any µs -> ns product
     if negative:
         warnings.append(f"{path}: {negative} events with a negative duration were skipped")
-    if count == 0:
-        raise TracekitError("no complete (ph 'X') events: nothing was recorded", path)
-
-    frame = pl.DataFrame(columns, schema=EVENT_SCHEMA)
+    events = _linked_by_flow(events, pl.concat([part.flows for part in slices]))
+    del slices
+    unlinked = events.filter(pl.col("cat").is_in(_GPU_CATEGORIES) & pl.col("correlation").is_null()).height
+    if unlinked:
+        warnings.append(
+            f"{path}: {unlinked} GPU events have no correlation id and no ac2g flow: they cannot be tied "
+            "to the CPU call that launched them, so no label is projected onto them"
+        )
+    frame = events.with_columns(
+        pl.lit(rank, pl.Int32()).alias("rank"),
+        (_ns("ts") + base_ns).alias("start_ns"),
+        _ns("dur").alias("dur_ns"),
+    ).select(list(EVENT_SCHEMA))
+    assert dict(frame.schema) == EVENT_SCHEMA
+    count = frame.height
+    distributed = header.get("distributedInfo")
     info = TraceInfo(
         path=path,
         rank=rank,
         world_size=world_size,
         rank_source=rank_source,
-        backend=(document.get("distributedInfo") or {}).get("backend"),
-        host_name=document.get("host_name") if isinstance(document.get("host_name"), str) else None,
+        backend=distributed.get("backend") if isinstance(distributed, dict) else None,
+        host_name=header.get("host_name") if isinstance(header.get("host_name"), str) else None,
         base_ns=base_ns,
         event_count=count,
         warnings=tuple(warnings),

@@ -1,7 +1,8 @@
 """The label formats tracekit recognizes on profiler annotations, as one declarative table.
 
 Each ``LabelFormat`` names a regular expression over ``user_annotation`` span names, what the
-span means (a step, an action, an overlapped pair, a communication wait) and how trusted it is
+span means (a step, an action, an overlapped pair, a communication wait, a sub-chunk phase such
+as DeepSeek's ``attn(F)``) and how trusted it is
 when two formats label the same action. docs/labels.md documents the grammar; to teach tracekit a
 new format, add a row to ``LABEL_FORMATS``.
 """
@@ -21,6 +22,7 @@ class Role(str, Enum):
     ACTION = "action"
     PAIR = "pair"
     COMM = "comm"
+    SUBCHUNK = "subchunk"
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ LABEL_FORMATS: tuple[LabelFormat, ...] = (
     LabelFormat("tracekit", Role.PAIR, r"^tracekit:\((?P<pair>\d+[FBIW]\d+;\d+[FBIW]\d+)\)OVERLAP_F_B$", 3),
     LabelFormat("torch", Role.PAIR, r"^PP:\((?P<pair>\d+[FBIW]\d+;\d+[FBIW]\d+)\)OVERLAP_F_B$", 2),
     LabelFormat("tracekit", Role.COMM, r"^tracekit:comm:(?P<op>.+)$", 3),
+    # DeepSeek's DualPipe profile (deepseek-ai/profile-data): a chunk's phases, e.g. ``dispatch(F)``.
+    LabelFormat("deepseek", Role.SUBCHUNK, r"^(?P<op>attn|dispatch|mlp|combine)\((?P<kind>[FBW])\)$", 1),
 )
 
 
@@ -64,7 +68,14 @@ LABEL_FIELDS: dict[str, pl.DataType] = {
 }
 """Columns ``match_labels`` adds to the event rows it keeps; null where a format has no such field."""
 
-_GROUP_OF_FIELD = {"step": "step", "stage": "stage", "kind": "kind", "microbatch": "mb", "pair": "pair", "op": "op"}
+_GROUP_OF_FIELD = {
+    "step": "step",
+    "stage": "stage",
+    "kind": "kind",
+    "microbatch": "mb",
+    "pair": "pair",
+    "op": "op",
+}
 
 
 def _fields(label: LabelFormat, names: pl.Series) -> pl.DataFrame:

@@ -3,7 +3,9 @@
 ``load_run`` finds the trace files in a directory, checks they form one run (no rank twice, one
 world size, no rank missing without saying so), parses the ranks in parallel worker processes and
 caches each rank's event table as Parquet beside the traces (``.tracekit-cache/``), reused while
-the trace file is unchanged.
+the trace file is unchanged. A cached load reads the cache in this process and starts no worker.
+``Run.events`` reads every rank's table on first use; ``Run.rank_events`` scans one rank lazily,
+which is what analyses that must stay within one rank's memory use.
 
 Not for: interpreting the events (``tracekit.analysis``).
 """
@@ -13,10 +15,12 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import stat
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +42,8 @@ class Run:
     """The traces of one job: which ranks are here, which are missing, and all their events."""
 
     root: Path
-    events: pl.DataFrame
-    """Every rank's events, in the schema of ``tracekit.trace.schema``."""
+    tables: tuple[Path, ...]
+    """Each present rank's cached event table (Parquet), in rank order, read on demand."""
     traces: tuple[TraceInfo, ...]
     """One per rank present, ordered by rank."""
     world_size: int
@@ -47,6 +51,37 @@ class Run:
     """The collector's run.json; None for traces captured by other tools."""
     missing_ranks: tuple[int, ...]
     warnings: tuple[str, ...] = field(default=())
+
+    @cached_property
+    def events(self) -> pl.DataFrame:
+        """Every rank's events in one frame (schema of ``tracekit.trace.schema``), read on first use.
+
+        Analyses that go rank by rank use ``rank_events`` instead, so memory stays one rank's worth.
+        """
+        frames = [
+            validate_events(pl.read_parquet(table), str(trace.path))
+            for table, trace in zip(self.tables, self.traces)
+        ]
+        events = pl.concat(frames)
+        assert dict(events.schema) == EVENT_SCHEMA
+        return events
+
+    def rank_events(self, rank: int) -> pl.LazyFrame:
+        """One rank's events as a lazy scan of its cached table: filter and select before collecting."""
+        index = self.ranks.index(rank)
+        return pl.scan_parquet(self.tables[index])
+
+    def restricted(self, categories: tuple[str, ...]) -> Run:
+        """The same run whose ``events`` hold only these Kineto categories (read rank by rank, filtered).
+
+        For analyses that need a few categories of every rank (the labels) without the whole table.
+        """
+        view = replace(self)
+        frames = [
+            self.rank_events(rank).filter(pl.col("cat").is_in(categories)).collect() for rank in self.ranks
+        ]
+        view.__dict__["events"] = pl.concat(frames) if frames else pl.DataFrame(schema=EVENT_SCHEMA)
+        return view
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -96,9 +131,16 @@ def read_manifest(root: Path) -> dict[str, Any] | None:
 
 
 def _cache_dir(root: Path) -> Path:
-    """The cache beside the traces, or a per-directory one under the temp dir when that is read-only."""
-    beside = (root if root.is_dir() else root.parent) / CACHE_DIR_NAME
+    """The cache beside the traces, or a per-directory one under the temp dir when that is read-only.
+
+    A directory without write permission bits counts as read-only even for root, who could write
+    there anyway: a shared trace store marked read-only is never written to.
+    """
+    folder = root if root.is_dir() else root.parent
+    beside = folder / CACHE_DIR_NAME
     try:
+        if not folder.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+            raise PermissionError(f"{folder} is marked read-only")
         beside.mkdir(exist_ok=True)
         probe = beside / f".probe-{os.getpid()}"
         probe.touch()
@@ -116,14 +158,25 @@ def _cache_key(path: Path) -> str:
     return f"{path.name}.{stat.st_size}-{stat.st_mtime_ns}-v{EVENT_SCHEMA_VERSION}"
 
 
-def _ingest(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo]:
-    """Parse one trace into a cached Parquet file unless a fresh one exists; runs in a worker process."""
+def _cached(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo] | None:
+    """The fresh cached table and facts of ``path``, or None when it must be parsed."""
     key = _cache_key(path)
     table_path = cache_dir / f"{key}.parquet"
     info_path = cache_dir / f"{key}.info.json"
-    if table_path.exists() and info_path.exists():
-        fields = orjson.loads(info_path.read_bytes())
-        return table_path, TraceInfo(**{**fields, "path": path, "warnings": tuple(fields["warnings"])})
+    if not (table_path.exists() and info_path.exists()):
+        return None
+    fields = orjson.loads(info_path.read_bytes())
+    return table_path, TraceInfo(**{**fields, "path": path, "warnings": tuple(fields["warnings"])})
+
+
+def _ingest(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo]:
+    """Parse one trace into a cached Parquet file unless a fresh one exists; runs in a worker process."""
+    cached = _cached(path, cache_dir)
+    if cached is not None:
+        return cached
+    key = _cache_key(path)
+    table_path = cache_dir / f"{key}.parquet"
+    info_path = cache_dir / f"{key}.info.json"
     frame, info = read_trace(path)
     partial = table_path.with_suffix(f".tmp-{os.getpid()}")
     frame.write_parquet(partial, statistics=True)
@@ -141,24 +194,35 @@ def ingest(
     workers: int | None = None,
     on_done: Callable[[Path], None] | None = None,
 ) -> list[tuple[Path, TraceInfo]]:
-    """Parse ``files`` into cached Parquet tables, ranks in parallel; returns (table path, info) per file."""
-    workers = max(1, min(workers or os.cpu_count() or 1, len(files)))
-    if workers == 1:
-        results = []
-        for path in files:
-            results.append(_ingest(path, cache_dir))
+    """Parse ``files`` into cached Parquet tables, ranks in parallel; returns (table path, info) per file.
+
+    Fresh cache entries are read here; worker processes start only for the files left to parse, so
+    a second load costs no process start-up. Each worker holds one rank's trace at a time: peak
+    memory is the largest rank's working set times ``workers``, whatever the number of ranks.
+    """
+    done: dict[Path, tuple[Path, TraceInfo]] = {}
+    for path in files:
+        cached = _cached(path, cache_dir)
+        if cached is not None:
+            done[path] = cached
             if on_done:
                 on_done(path)
-        return results
+    todo = [path for path in files if path not in done]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    if workers == 1:
+        for path in todo:
+            done[path] = _ingest(path, cache_dir)
+            if on_done:
+                on_done(path)
+        return [done[path] for path in files]
     # spawn, not fork: forking a process whose polars thread pool is running can deadlock the child.
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_ingest, path, cache_dir) for path in files]
-        results = []
-        for path, future in zip(files, futures):
-            results.append(future.result())
+        futures = {pool.submit(_ingest, path, cache_dir): path for path in todo}
+        for future in as_completed(futures):
+            done[futures[future]] = future.result()
             if on_done:
-                on_done(path)
-        return results
+                on_done(futures[future])
+    return [done[path] for path in files]
 
 
 def _check_one_run(infos: list[TraceInfo], manifest: dict[str, Any] | None, root: Path) -> int:
@@ -201,7 +265,9 @@ def load_run(
     world_size = _check_one_run(infos, manifest, root)
 
     order = sorted(range(len(results)), key=lambda index: infos[index].rank)
-    events = pl.concat([validate_events(pl.read_parquet(results[i][0]), str(infos[i].path)) for i in order])
+    for index in order:
+        schema = pl.read_parquet_schema(results[index][0])
+        validate_events(pl.DataFrame(schema=schema), str(infos[index].path))
     present = {info.rank for info in infos}
     missing = tuple(rank for rank in range(world_size) if rank not in present)
     warnings = [warning for info in infos for warning in info.warnings]
@@ -214,12 +280,11 @@ def load_run(
         if not entry.get("complete", True):
             warnings.append(
                 f"{root}: rank {entry.get('rank')} did not complete its capture: "
-                f"{entry.get('error', 'no reason recorded')}"
+                f"{'; '.join(entry.get('problems') or []) or entry.get('status') or 'no reason recorded'}"
             )
-    assert dict(events.schema) == EVENT_SCHEMA
     return Run(
         root=root,
-        events=events,
+        tables=tuple(results[i][0] for i in order),
         traces=tuple(infos[i] for i in order),
         world_size=world_size,
         manifest=manifest,

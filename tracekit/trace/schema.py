@@ -13,7 +13,7 @@ has one, so ranks of one host share a time axis.
 | tid | Int64 | thread id (CPU events) or CUDA stream (GPU events) | tid was not an integer |
 | start_ns | Int64 | start time, ns | never null |
 | dur_ns | Int64 | duration, ns, >= 0 | never null |
-| correlation | Int64 | CPU launch <-> GPU activity link (``args.correlation``) | event has none |
+| correlation | Int64 | CPU launch <-> GPU activity link (``args.correlation``, else the ``ac2g`` flow id) | event has none |
 | external_id | Int64 | ``args["External id"]``: links GPU work to the CPU op | event has none |
 | device | Int32 | GPU index (``args.device``) | a CPU event |
 | stream | Int64 | CUDA stream (``args.stream``) | a CPU event |
@@ -39,7 +39,7 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "stream": pl.Int64(),
 }
 
-EVENT_SCHEMA_VERSION = 1
+EVENT_SCHEMA_VERSION = 3
 """Bumped whenever the event table's columns or their meaning change; it keys the Parquet cache."""
 
 

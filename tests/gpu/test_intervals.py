@@ -1,0 +1,52 @@
+"""Span intersection and difference (tracekit.analysis.intervals) against a brute-force count."""
+
+from __future__ import annotations
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracekit.analysis.intervals import intersect_spans, overlap_ns, subtract_spans
+
+spans = st.lists(
+    st.tuples(st.integers(0, 1), st.integers(0, 60), st.integers(0, 15)).map(
+        lambda t: (t[0], t[1], t[1] + t[2])
+    ),
+    max_size=12,
+)
+
+
+def _frame(rows: list[tuple[int, int, int]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        rows, schema={"group": pl.Int64(), "start_ns": pl.Int64(), "end_ns": pl.Int64()}, orient="row"
+    )
+
+
+def _points(rows: list[tuple[int, int, int]], group: int) -> set[int]:
+    return {t for g, start, end in rows if g == group for t in range(start, end)}
+
+
+def _length(frame: pl.DataFrame, group: int) -> int:
+    part = frame.filter(pl.col("group") == group)
+    return int((part["end_ns"] - part["start_ns"]).sum())
+
+
+@settings(max_examples=150, deadline=None)
+@given(first=spans, second=spans)
+def test_intersection_and_difference_match_unit_counts(first, second) -> None:
+    a, b = _frame(first), _frame(second)
+
+    both = intersect_spans(a, b, ["group"])
+    only = subtract_spans(a, b, ["group"])
+    overlap = dict(overlap_ns(a, b, ["group"]).iter_rows())
+
+    for group in (0, 1):
+        expected_both = len(_points(first, group) & _points(second, group))
+        assert _length(both, group) == overlap.get(group, 0) == expected_both
+        assert _length(only, group) == len(_points(first, group) - _points(second, group))
+    for frame in (both, only):  # disjoint and sorted within a group
+        ordered = frame.sort("group", "start_ns")
+        assert frame.equals(ordered)
+        gaps = ordered.with_columns(pl.col("end_ns").shift(1).over("group").alias("previous_end"))
+        assert (gaps["start_ns"] > gaps["previous_end"]).fill_null(True).all()
+        assert (frame["end_ns"] > frame["start_ns"]).all()

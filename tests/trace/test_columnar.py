@@ -1,0 +1,67 @@
+"""The fast column reader and the Python-object reader agree on real traces, false cuts included."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+
+from tracekit.trace import columnar
+from tracekit.trace.columnar import RAW_SCHEMA, read_columnar, read_objects
+from tracekit.trace.kineto import read_trace
+
+SHARED_TRACES = [
+    "deepseek-v3-dualpipe-chunk/train.json.gz",
+    "hta-sampled-2rank/sampled_rank-0.json.gz",
+    "param-dlrm-8rank/worker3_step_12.1694128201557.pt.trace.json.gz",
+]
+
+
+def _both(text: bytes) -> tuple[pl.DataFrame, pl.DataFrame]:
+    fast = read_columnar(text, lambda frame: frame)
+    assert fast is not None, "the column reader refused a real trace"
+    slow_header, slow = read_objects(text, "trace")
+    assert fast[0] == slow_header
+    return pl.concat(fast[1]), slow
+
+
+@pytest.mark.parametrize("name", SHARED_TRACES)
+def test_readers_agree_on_real_traces(shared: Path, name: str, monkeypatch) -> None:
+    text = gzip.decompress((shared / "traces" / name).read_bytes())
+    monkeypatch.setattr(columnar, "_CHUNK_BYTES", 20_000)  # many slices, even in a small file
+
+    fast, slow = _both(text)
+
+    assert dict(fast.schema) == RAW_SCHEMA and fast.equals(slow)
+
+
+def test_false_cut_inside_an_event_is_widened(shared: Path, monkeypatch) -> None:
+    document = orjson.loads(gzip.decompress((shared / "traces" / SHARED_TRACES[0]).read_bytes()))
+    for event in document["traceEvents"][::50]:
+        event["name"] = "odd},{name"  # a cut candidate inside a string, every 50 events
+    text = orjson.dumps(document)
+    monkeypatch.setattr(columnar, "_CHUNK_BYTES", 5_000)
+
+    fast, slow = _both(text)
+
+    assert fast.equals(slow)
+    assert fast.filter(pl.col("name") == "odd},{name").height == len(document["traceEvents"][::50])
+
+
+def test_fields_of_unexpected_type_fall_back_to_objects(shared: Path, tmp_path: Path) -> None:
+    document = orjson.loads(gzip.decompress((shared / "traces" / SHARED_TRACES[0]).read_bytes()))
+    kernels = [event for event in document["traceEvents"] if event.get("cat") == "kernel"]
+    kernels[0]["args"] = "not an object"
+    kernels[1]["ts"] = "12:00"
+    path = tmp_path / "rank0.json"
+    path.write_bytes(orjson.dumps(document))
+
+    assert read_columnar(path.read_bytes(), lambda frame: frame) is None
+    events, _ = read_trace(path)
+
+    gpu = events.filter(pl.col("cat") == "kernel")
+    assert gpu.height == len(kernels) - 1  # the kernel without a time is no complete event
+    assert gpu["correlation"].null_count() == 0  # the one without args got its id from its ac2g flow

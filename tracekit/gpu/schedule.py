@@ -1,0 +1,101 @@
+"""The realized schedule on the GPU: CPU-side labels projected onto the kernels they launched.
+
+On a GPU trace a label's CPU span only says when work was *launched*; the GPU may run it much
+later, and overlapped work of two labels interleaves on the streams. ``subchunk_schedule`` gives each
+sub-chunk label (DeepSeek's ``attn``/``dispatch``/``mlp``/``combine`` with F, B, W) its GPU extent
+and busy time; ``gpu_realized_actions`` does the same for schedule actions, keeping
+``tracekit.analysis.realized.REALIZED_SCHEMA``.
+
+Not for: reading the labels themselves (``tracekit.trace.labels``, ``tracekit.analysis.realized``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from tracekit.analysis.realized import REALIZED_SCHEMA
+from tracekit.gpu.timeline import project_spans
+from tracekit.trace.labels import Role, match_labels
+
+SUBCHUNK_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "index": pl.UInt32(),
+    "op": pl.String(),
+    "kind": pl.String(),
+    "cpu_start_ns": pl.Int64(),
+    "cpu_end_ns": pl.Int64(),
+    "gpu_start_ns": pl.Int64(),
+    "gpu_end_ns": pl.Int64(),
+    "gpu_busy_ns": pl.Int64(),
+    "compute_ns": pl.Int64(),
+    "comm_ns": pl.Int64(),
+    "kernels": pl.UInt32(),
+}
+"""One row per sub-chunk label span, in CPU order per rank (``index`` counts from 0). ``op``: attn,
+dispatch, mlp, combine; ``kind``: F, B, W. CPU times are the label's span; GPU times the first
+start and last end of the work it launched; busy/compute/comm the union of that work (all, compute
+only, communication only), ns. GPU columns are null and ``kernels`` 0 for a label that launched
+nothing."""
+
+
+@dataclass(frozen=True)
+class GpuSchedule:
+    """Projected labels and what could not be projected."""
+
+    frame: pl.DataFrame
+    warnings: tuple[str, ...]
+
+
+def _project(spans: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame:
+    spans = spans.with_row_index("span_id")
+    return spans.join(project_spans(spans, activities), on="span_id", how="left").with_columns(
+        pl.col("kernels").fill_null(0)
+    )
+
+
+def subchunk_schedule(events: pl.DataFrame, activities: pl.DataFrame) -> GpuSchedule:
+    """Each sub-chunk label of ``events`` with the GPU extent of its work (``SUBCHUNK_SCHEMA``)."""
+    labels = match_labels(events.filter(pl.col("cat") == "user_annotation"))
+    spans = (
+        labels.filter(pl.col("role") == Role.SUBCHUNK.value)
+        .select("rank", "op", "kind", "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
+        .sort("rank", "start_ns")
+    )
+    projected = _project(spans, activities).with_columns(
+        pl.int_range(pl.len(), dtype=pl.UInt32()).over("rank").alias("index"),
+        pl.col("start_ns").alias("cpu_start_ns"),
+        pl.col("end_ns").alias("cpu_end_ns"),
+    )
+    frame = projected.select(list(SUBCHUNK_SCHEMA)).cast(SUBCHUNK_SCHEMA)  # type: ignore[arg-type]
+    empty = frame.filter(pl.col("kernels") == 0)
+    warnings = (
+        (f"{empty.height} sub-chunk labels launched no GPU work: they have no GPU times",)
+        if empty.height
+        else ()
+    )
+    return GpuSchedule(frame=frame, warnings=warnings)
+
+
+def gpu_realized_actions(actions: pl.DataFrame, activities: pl.DataFrame) -> GpuSchedule:
+    """Realized actions (``REALIZED_SCHEMA``) with GPU times: their work's first start to last end.
+
+    An action that launched no GPU work keeps its CPU span, and a warning counts them.
+    """
+    projected = _project(actions, activities)
+    kept = projected.filter(pl.col("kernels") == 0)
+    frame = (
+        projected.with_columns(
+            pl.coalesce("gpu_start_ns", "start_ns").alias("start_ns"),
+            pl.coalesce("gpu_end_ns", "end_ns").alias("end_ns"),
+        )
+        .select(list(REALIZED_SCHEMA))
+        .sort("rank", "start_ns")
+    )
+    warnings = (
+        (f"{kept.height} labelled actions launched no GPU work: they keep their CPU (launch) times",)
+        if kept.height
+        else ()
+    )
+    return GpuSchedule(frame=frame, warnings=warnings)

@@ -1,0 +1,180 @@
+"""The GPU timeline of a rank: its kernels, copies and memsets, classified and tied to their CPU launch.
+
+``gpu_timeline`` turns event-table rows into one row per GPU activity (``GPU_SCHEMA``), joined to
+the ``cuda_runtime``/``cuda_driver`` call that launched it through the correlation id, and checks
+what would make later figures wrong: activities without a launch, activities that overlap the
+previous one on their own stream, names that look like communication yet were classed compute.
+``project_spans`` then maps CPU-side spans (schedule actions, sub-chunk labels) onto the GPU work
+launched inside them: a span's GPU extent is the first start to the last end of that work.
+
+Not for: busy/idle figures (``tracekit.gpu.breakdown``) or overlap (``tracekit.gpu.overlap``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from tracekit.analysis.intervals import covered_ns
+from tracekit.gpu.kernel_classes import (
+    GPU_CATEGORIES,
+    KERNEL_PATTERNS,
+    KernelPattern,
+    classify,
+    suspect_compute,
+)
+
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+
+GPU_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "device": pl.Int32(),
+    "stream": pl.Int64(),
+    "cat": pl.String(),
+    "name": pl.String(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "correlation": pl.Int64(),
+    "kernel_class": pl.String(),
+    "comm_class": pl.String(),
+    "launch_ns": pl.Int64(),
+}
+"""One row per GPU activity. ``device`` falls back to the GPU pid and ``stream`` to the tid when
+``args`` lack them; ``correlation`` and ``launch_ns`` (start of the launching CPU call, ns) are null
+when the trace does not link the activity to a launch; ``comm_class`` is null unless communication."""
+
+OVERLAP_TOLERANCE_NS = 1_000
+"""Same-stream overlaps up to this are clock rounding (Kineto's µs export), not a broken trace."""
+
+
+@dataclass(frozen=True)
+class GpuTimeline:
+    """The GPU activities of some ranks and what was odd about them."""
+
+    activities: pl.DataFrame
+    """Frame in ``GPU_SCHEMA``, sorted by rank, start."""
+    warnings: tuple[str, ...]
+
+
+def gpu_activities(events: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
+    """The event-table rows of GPU work (kernels, copies, memsets), lazily."""
+    return events.lazy().filter(pl.col("cat").is_in(GPU_CATEGORIES))
+
+
+def _launches(events: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
+    return (
+        events.lazy()
+        .filter(pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("correlation").is_not_null())
+        .group_by("rank", "correlation")
+        .agg(pl.col("start_ns").min().alias("launch_ns"))
+    )
+
+
+def _stream_overlaps(activities: pl.DataFrame) -> list[str]:
+    """One warning per stream whose activities overlap the previous one by more than the tolerance."""
+    reach = pl.col("end_ns").cum_max().shift(1).over("rank", "device", "stream")
+    overlaps = (
+        activities.sort("rank", "device", "stream", "start_ns")
+        .with_columns((reach - pl.col("start_ns")).alias("overlap_ns"))
+        .filter(pl.col("overlap_ns") > OVERLAP_TOLERANCE_NS)
+        .group_by("rank", "device", "stream")
+        .agg(pl.len().alias("count"), pl.col("overlap_ns").max().alias("worst_ns"))
+        .sort("rank", "device", "stream")
+    )
+    return [
+        f"rank {row['rank']} GPU {row['device']} stream {row['stream']}: {row['count']} activities start "
+        f"before the previous one on the same stream ends (worst {row['worst_ns'] / 1000:.1f} µs); one "
+        "stream runs one thing at a time, so these times are suspect (their union is used, never their sum)"
+        for row in overlaps.iter_rows(named=True)
+    ]
+
+
+def gpu_timeline(
+    events: pl.DataFrame | pl.LazyFrame, patterns: tuple[KernelPattern, ...] = KERNEL_PATTERNS
+) -> GpuTimeline:
+    """Classified GPU activities of ``events`` (event-table rows) with their CPU launch times."""
+    raw = (
+        gpu_activities(events)
+        .select(
+            "rank",
+            pl.coalesce("device", pl.col("pid").cast(pl.Int32())).alias(
+                "device"
+            ),  # same key as analysis._RAW_STREAM_KEY
+            pl.coalesce("stream", "tid").alias("stream"),
+            "cat",
+            "name",
+            "start_ns",
+            (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
+            "correlation",
+        )
+        .join(_launches(events), on=["rank", "correlation"], how="left")
+        .collect()
+    )
+    activities = classify(raw, patterns).select(list(GPU_SCHEMA)).sort("rank", "start_ns")
+    warnings = _stream_overlaps(activities)
+    unlaunched = activities.filter(pl.col("correlation").is_not_null() & pl.col("launch_ns").is_null())
+    if not unlaunched.is_empty():
+        warnings.append(
+            f"ranks {sorted(unlaunched['rank'].unique().to_list())}: {unlaunched.height} GPU activities have "
+            "a correlation id but no CPU launch event in the trace: no label is projected onto them"
+        )
+    suspects = suspect_compute(activities)
+    if suspects:
+        shown = "; ".join(name[:80] for name in suspects[:3])
+        warnings.append(
+            f"{len(suspects)} kernel names look like communication but no kernel-class row matches them, so "
+            f"they count as compute: {shown}{' …' if len(suspects) > 3 else ''} (add a row: docs/gpu.md)"
+        )
+    return GpuTimeline(activities=activities, warnings=tuple(warnings))
+
+
+PROJECTION_SCHEMA: dict[str, pl.DataType] = {
+    "span_id": pl.UInt32(),
+    "gpu_start_ns": pl.Int64(),
+    "gpu_end_ns": pl.Int64(),
+    "gpu_busy_ns": pl.Int64(),
+    "kernels": pl.UInt32(),
+    "compute_ns": pl.Int64(),
+    "comm_ns": pl.Int64(),
+}
+"""Per projected span: GPU extent (first start, last end), union of its work, count, and the union
+of its compute and of its communication work, ns. Spans that launched nothing are absent."""
+
+
+def project_spans(spans: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame:
+    """GPU extent of the work launched inside each CPU span (``span_id``, ``rank``, ``start_ns``, ``end_ns``).
+
+    An activity belongs to every span whose [start, end) holds its launch time; nested or paired
+    spans therefore share work, which is what an unlabelled pair's two halves need.
+    """
+    launched = activities.filter(pl.col("launch_ns").is_not_null()).select(
+        pl.col("rank").alias("_rank"), "launch_ns", "start_ns", "end_ns", "kernel_class"
+    )
+    matched = spans.select(
+        "span_id", "rank", pl.col("start_ns").alias("span_start"), pl.col("end_ns").alias("span_end")
+    ).join_where(
+        launched,
+        pl.col("rank") == pl.col("_rank"),
+        pl.col("launch_ns") >= pl.col("span_start"),
+        pl.col("launch_ns") < pl.col("span_end"),
+    )
+    extent = matched.group_by("span_id").agg(
+        pl.col("start_ns").min().alias("gpu_start_ns"),
+        pl.col("end_ns").max().alias("gpu_end_ns"),
+        pl.len().alias("kernels"),
+    )
+    busy = covered_ns(matched, ["span_id"]).rename({"covered_ns": "gpu_busy_ns"})
+    by_class = [
+        covered_ns(matched.filter(pl.col("kernel_class") == name), ["span_id"]).rename({"covered_ns": column})
+        for name, column in (("compute", "compute_ns"), ("communication", "comm_ns"))
+    ]
+    result = extent.join(busy, on="span_id", how="left")
+    for part in by_class:
+        result = result.join(part, on="span_id", how="left")
+    return (
+        result.with_columns(pl.col("compute_ns", "comm_ns").fill_null(0))
+        .select(list(PROJECTION_SCHEMA))
+        .cast(PROJECTION_SCHEMA)  # type: ignore[arg-type]
+        .sort("span_id")
+    )
