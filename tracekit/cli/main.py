@@ -27,9 +27,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from tracekit.cli import plan, record, report, simulate, stragglers, sweep, whatif
+    from tracekit.cli import dashboard, plan, record, report, simulate, stragglers, sweep, whatif
 
-    for module in (report, record, stragglers, whatif, simulate, sweep, plan):
+    for module in (report, record, stragglers, whatif, simulate, sweep, dashboard, plan):
         cli.add_command(module.command)
 
 

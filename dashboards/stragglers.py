@@ -1,0 +1,179 @@
+"""The straggler views: a rank x action-kind heatmap of slowdown against peers, and what-if attribution.
+
+Heatmap input, ``SCORE_INPUT`` (a subset of ``tracekit.stragglers.scoring.SCORE_SCHEMA``, one row
+per rank and kind):
+
+| column | dtype | unit / meaning | null means |
+|---|---|---|---|
+| rank | Int32 | global rank | never null |
+| kind | String | action kind / compute op type | never null |
+| median_ms | Float64 | the rank's median duration of the kind, ms | never null |
+| peer_median_ms | Float64 | median of its peers' medians, ms | no peers |
+| score | Float64 | peer_median_ms / median_ms (below 1: slower than peers) | no peers |
+| pattern | String | persistent, one-off or none | never null |
+
+The cell colour is the slowdown against peers, ``1 / score`` (own / peer median): 1 is typical,
+1.5 is 50% slower. Beyond ``max_rows`` (128) ranks, ranks are grouped into bands and a cell shows its
+band's worst rank, so one straggler among thousands stays visible.
+
+Attribution input, ``ATTRIBUTION_INPUT`` (``tracekit.whatif.summary.attribution_table``):
+dimension (String: optype, dp_rank, stage, rank), group (String), slowdown (Float64: S with only
+that group's real durations, the rest typical). Each dimension gets its own bars, worst first, at
+most ``top`` groups, with the run's overall slowdown S as a rule; a dimension with one group (one
+data-parallel rank) is left out, its S being the overall S.
+
+Not for: scoring or replay (``tracekit.stragglers``, ``tracekit.whatif``).
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from dashboards.encoding import band_size, check_columns, inline, with_rank_band
+
+SCORE_INPUT: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "kind": pl.String(),
+    "median_ms": pl.Float64(),
+    "peer_median_ms": pl.Float64(),
+    "score": pl.Float64(),
+    "pattern": pl.String(),
+}
+
+ATTRIBUTION_INPUT: dict[str, pl.DataType] = {
+    "dimension": pl.String(),
+    "group": pl.String(),
+    "slowdown": pl.Float64(),
+}
+
+DIMENSION_TITLES: dict[str, str] = {
+    "optype": "op type",
+    "dp_rank": "data-parallel rank",
+    "stage": "pipeline stage",
+    "rank": "rank (worker)",
+}
+"""Attribution dimensions in display order, with their axis titles."""
+
+
+def slowdown_cells(scores: pl.DataFrame, max_rows: int) -> pl.DataFrame:
+    """One cell per (rank band, kind): the band's worst slowdown against peers and which rank has it.
+
+    Columns: band, ranks, kind, worst_rank, slowdown (null: no peers), median_ms, peer_median_ms, pattern.
+    """
+    scores = check_columns(scores, SCORE_INPUT, "stragglers")
+    size = band_size(int(scores["rank"].max()) + 1, max_rows)  # type: ignore[arg-type]
+    return (
+        with_rank_band(scores, size)
+        .with_columns((1 / pl.col("score")).alias("slowdown"))
+        .sort("slowdown", descending=True, nulls_last=True)
+        .group_by("band", "ranks", "kind", maintain_order=True)
+        .first()
+        .select(
+            "band",
+            "ranks",
+            "kind",
+            pl.col("rank").alias("worst_rank"),
+            "slowdown",
+            "median_ms",
+            "peer_median_ms",
+            "pattern",
+        )
+        .sort("band", "kind")
+    )
+
+
+def straggler_heatmap(scores: pl.DataFrame, threshold: float, max_rows: int = 128) -> alt.Chart:
+    """Rank (band) x kind, coloured by slowdown against peers; cells past ``1 / threshold`` outlined."""
+    cells = slowdown_cells(scores, max_rows)
+    bands = cells["band"].n_unique()
+    flagged = 1 / threshold
+    measured = cells["slowdown"].drop_nulls()
+    # Symmetric in log around 1, wide enough for the slowest, the fastest and the flag line.
+    top = flagged
+    if measured.len():
+        top = max(top, float(measured.max()), 1 / float(measured.min()))  # type: ignore[arg-type]
+    grouped = cells["ranks"].str.contains("-").any()
+    title = alt.Title(
+        "Slowdown against peers per rank and action kind",
+        subtitle=f"own median / peer median; outlined: flagged (> {flagged:.2f}, score < {threshold}); "
+        "grey: no peers" + ("; each row is a band of ranks showing its worst rank" if grouped else ""),
+    )
+    base = alt.Chart(inline(cells), title=title).encode(
+        x=alt.X("kind:N", title="action kind"),
+        y=alt.Y(
+            "band:O", title="ranks (first of band)" if grouped else "rank", axis=alt.Axis(labelOverlap=True)
+        ),
+    )
+    heat = base.mark_rect().encode(
+        color=alt.Color(
+            "slowdown:Q",
+            # Log scale: 2x slower and 2x faster sit equally far from typical (1).
+            scale=alt.Scale(type="log", scheme="blueorange", domainMid=1.0, domain=[1 / top, top]),
+            title="slowdown",
+        ),
+        tooltip=[
+            alt.Tooltip("ranks:N"),
+            alt.Tooltip("worst_rank:O", title="worst rank"),
+            alt.Tooltip("kind:N"),
+            alt.Tooltip("slowdown:Q", format=".2f"),
+            alt.Tooltip("median_ms:Q", format=".3f", title="median (ms)"),
+            alt.Tooltip("peer_median_ms:Q", format=".3f", title="peer median (ms)"),
+            alt.Tooltip("pattern:N"),
+        ],
+    )
+    # Cells without peers (null slowdown) would be dropped by the log scale: drawn grey instead.
+    unjudged = (
+        base.mark_rect(color="#d9d9d9")
+        .transform_filter("!isValid(datum.slowdown)")
+        .encode(
+            tooltip=[
+                alt.Tooltip("ranks:N"),
+                alt.Tooltip("kind:N"),
+                alt.Tooltip("median_ms:Q", format=".3f", title="median (ms)"),
+            ]
+        )
+    )
+    outline = base.mark_rect(fill=None, stroke="black", strokeWidth=2 if bands <= 32 else 1).transform_filter(
+        alt.datum.slowdown > flagged
+    )
+    return (unjudged + heat + outline).properties(
+        width=max(60 * cells["kind"].n_unique(), 240), height=min(max(14 * bands, 80), 520)
+    )
+
+
+def attribution_chart(attribution: pl.DataFrame, overall: float, top: int = 20) -> alt.HConcatChart:
+    """Bars of S per group for each dimension, worst first (at most ``top``), with the overall S as a rule."""
+    attribution = check_columns(attribution, ATTRIBUTION_INPUT, "attribution")
+    charts = []
+    for dimension, axis_title in DIMENSION_TITLES.items():
+        rows = attribution.filter(pl.col("dimension") == dimension).sort("slowdown", descending=True)
+        if rows.height < 2:
+            continue  # one group's S is the overall S: nothing to compare
+        shown = rows.head(top)
+        title = f"by {axis_title}" + (f" (worst {top} of {rows.height})" if rows.height > top else "")
+        bars = (
+            alt.Chart(inline(shown))
+            .mark_bar(color="#0072B2")
+            .encode(
+                x=alt.X("slowdown:Q", title="S with only this group real", scale=alt.Scale(zero=False)),
+                x2=alt.datum(1.0),  # bars grow from 1 (typical), left when a group is faster than typical
+                y=alt.Y("group:N", sort="-x", title=axis_title),
+                tooltip=[alt.Tooltip("group:N"), alt.Tooltip("slowdown:Q", format=".3f", title="S_G")],
+            )
+        )
+        rule = (
+            alt.Chart(inline(pl.DataFrame({"overall": [overall]})))
+            .mark_rule(color="#D55E00", strokeDash=[4, 3], strokeWidth=2)
+            .encode(x="overall:Q", tooltip=[alt.Tooltip("overall:Q", format=".3f", title="overall S")])
+        )
+        charts.append(
+            (bars + rule).properties(title=title, width=220, height=min(18 * shown.height + 20, 380))
+        )
+    assert charts, "attribution has no dimension with two groups or more"
+    return alt.hconcat(*charts).properties(
+        title=alt.Title(
+            "What-if attribution: slowdown S with only one group's real durations",
+            subtitle=f"dashed: the run's overall S = {overall:.3f} (1 = every op at its typical duration)",
+        )
+    )

@@ -1,0 +1,227 @@
+"""From tables and runs to the page: the ideal replay, the sections, what is omitted and why, and scale."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from dashboards.build import (
+    DashboardConfig,
+    build_page,
+    ideal_replay,
+    overlap_section,
+    pipeline_layout,
+    sections_from_actions,
+    straggler_section,
+)
+from dashboards.encoding import MAX_ROWS
+from dashboards.page import Page, render_html
+from dashboards.timeline import from_realized
+from tracekit.errors import TracekitError
+from tracekit.schedule.realized import realized_costs
+from tracekit.trace.run import load_run
+
+SAMPLE_TRACES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+def test_layout_finds_pipeline_replicas(simulated_run) -> None:
+    actions = simulated_run("1f1b", pp=4, microbatches=4, replicas=2)
+
+    layout = pipeline_layout(actions)
+
+    assert layout["replica"].to_list() == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert layout["position"].to_list() == [0, 1, 2, 3, 0, 1, 2, 3]
+
+
+def test_layout_refuses_uneven_replicas(simulated_run) -> None:
+    actions = simulated_run("1f1b", pp=4, microbatches=4, replicas=2).filter(pl.col("rank") != 7)
+
+    with pytest.raises(TracekitError, match="equal pipeline replicas"):
+        pipeline_layout(actions)
+    timeline, utilization, comparison = sections_from_actions(actions, None, DashboardConfig())
+    assert timeline.views and utilization.views  # the realized figures stand without an ideal
+    assert timeline.notes == (
+        (
+            "ideal timeline unavailable: ranks do not form equal pipeline replicas: "
+            "stages 0 on 2 ranks, stages 1 on 2 ranks, stages 2 on 2 ranks, stages 3 on 1 ranks"
+        ),
+    )
+    assert comparison.views == () and comparison.notes[0].startswith("comparison unavailable: ideal timeline")
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "zbv", "dualpipev"])
+def test_ideal_replay_of_a_run_at_its_own_costs_is_the_run(simulated_run, schedule: str) -> None:
+    actions = simulated_run(schedule, pp=4, microbatches=8, replicas=2)
+    costs = realized_costs(actions, num_stages=int(actions["stage"].max()) + 1)
+
+    ideal = ideal_replay(actions, [0], costs, pipeline_layout(actions))
+
+    assert ideal.problem is None and ideal.timeline is not None and ideal.utilization is not None
+    key = ["rank", "stage", "kind", "microbatch"]
+    realized = from_realized(actions, int(actions["start_ns"].min())).sort(key)  # type: ignore[arg-type]
+    replayed = ideal.timeline.sort(key)
+    assert replayed.select(key).equals(realized.select(key))
+    assert np.allclose(replayed["start_ms"], realized["start_ms"], atol=1e-5)
+    assert np.allclose(replayed["end_ms"], realized["end_ms"], atol=1e-5)
+
+
+def test_ideal_replay_uses_median_costs_so_a_straggler_disappears(simulated_run) -> None:
+    actions = simulated_run("1f1b", pp=4, microbatches=8, replicas=3, slow_rank=5, factor=2.0)
+
+    timeline, _utilization, _ = sections_from_actions(actions, None, DashboardConfig())
+
+    rows = timeline.views[0].spec["datasets"]
+    (bars,) = rows.values()
+    ends = {t: max(row["end_ms"] for row in bars if row["timeline"] == t) for t in ("realized", "ideal")}
+    # 1F1B at F = 2, B = 3 ms: (M + P - 1)(F + B) = 55 ms; the slow replica stretches the realized step.
+    assert ends["ideal"] == pytest.approx(55.0)
+    assert ends["realized"] > 60.0
+
+
+def test_all_steps_lay_the_ideal_steps_back_to_back(simulated_run) -> None:
+    actions = simulated_run("1f1b", pp=4, microbatches=8, steps=2)
+
+    timeline, _, _ = sections_from_actions(actions, None, DashboardConfig(all_steps=True))
+
+    (bars,) = timeline.views[0].spec["datasets"].values()
+    assert max(row["end_ms"] for row in bars if row["timeline"] == "ideal") == pytest.approx(2 * 55.0)
+    assert "steps 0-1 (2 steps)" in timeline.views[0].spec["title"]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"step": 5}, r"step 5 is not in the run \(steps \[0, 1\]\)"),
+        ({"step": 0, "all_steps": True}, "one step or all steps"),
+    ],
+)
+def test_bad_step_choices_are_user_errors(simulated_run, config: dict, message: str) -> None:
+    actions = simulated_run("1f1b", pp=4, microbatches=8, steps=2)
+
+    with pytest.raises(TracekitError, match=message):
+        sections_from_actions(actions, None, DashboardConfig(**config))
+
+
+def test_a_step_that_is_not_a_whole_schedule_keeps_its_realized_timeline_and_says_why(simulated_run) -> None:
+    actions = simulated_run("1f1b", pp=4, microbatches=8)
+    incomplete = actions.filter(
+        ~((pl.col("rank") == 3) & (pl.col("microbatch") == 7) & (pl.col("kind") == "B"))
+    )
+
+    timeline, utilization, comparison = sections_from_actions(incomplete, None, DashboardConfig())
+
+    assert timeline.notes[0].startswith(
+        "ideal timeline unavailable: the realized step is not a whole schedule"
+    )
+    (bars,) = timeline.views[0].spec["datasets"].values()
+    assert {row["timeline"] for row in bars} == {"realized"}
+    assert utilization.views and comparison.views  # the run's own figures still stand
+
+
+def test_sample_run_with_a_straggler(tmp_path: Path) -> None:
+    run = load_run(SAMPLE_TRACES / "dualpipev-straggler")
+
+    page = build_page(run)
+
+    assert [section.key for section in page.sections] == [
+        "timeline",
+        "utilization",
+        "overlap",
+        "stragglers",
+        "comparison",
+    ]
+    assert [view.key for view in page.views] == [
+        "timeline",
+        "utilization",
+        "stragglers",
+        "whatif",
+        "comparison",
+    ]
+    overlap = page.sections[2]
+    assert overlap.notes == ("no GPU events in this run: communication / compute overlap needs GPU kernels",)
+    (cells,) = page.views[2].spec["datasets"].values()
+    flagged = [
+        row["worst_rank"] for row in cells if row["slowdown"] is not None and row["slowdown"] > 1 / 0.75
+    ]
+    # The capture slowed rank 2 by 5 ms per action: it is flagged on the most kinds (CPU noise flags
+    # others once).
+    assert max(set(flagged), key=flagged.count) == 2 and flagged.count(2) >= 3
+    assert ("schedule", "dualpipev (P = 4, 8 stages, 8 micro-batches)") in page.facts
+
+
+def synthetic_tables(ranks: int, slow_rank: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Straggler scores, what-if attribution and overlap tables of ``ranks`` ranks, one of them slow."""
+    rng = np.random.default_rng(0)
+    kinds = ["F", "B"]
+    median = rng.uniform(0.95, 1.05, ranks * len(kinds))
+    median[slow_rank * len(kinds)] = 2.0
+    scores = pl.DataFrame(
+        {
+            "rank": np.repeat(np.arange(ranks, dtype=np.int32), len(kinds)),
+            "kind": kinds * ranks,
+            "median_ms": median,
+            "peer_median_ms": np.ones(ranks * len(kinds)),
+            "score": 1 / median,
+            "pattern": ["none"] * (ranks * len(kinds)),
+        }
+    )
+    attribution = pl.DataFrame(
+        {
+            "dimension": ["optype"] * 2 + ["rank"] * ranks,
+            "group": kinds + [str(rank) for rank in range(ranks)],
+            "slowdown": np.concatenate([[1.3, 1.1], rng.uniform(1.0, 1.2, ranks)]),
+        }
+    )
+    classes = ["p2p", "dp_collective", "ep_dispatch"]
+    comm = rng.uniform(1.0, 10.0, ranks * len(classes))
+    overlap = pl.DataFrame(
+        {
+            "rank": np.repeat(np.arange(ranks, dtype=np.int32), len(classes)),
+            "comm_class": classes * ranks,
+            "comm_ms": comm,
+            "overlapped_ms": comm * rng.uniform(0, 1, comm.size),
+        }
+    )
+    return scores, attribution, overlap
+
+
+def test_a_2048_rank_run_builds_quickly_into_a_page_under_20_mb(simulated_run) -> None:
+    actions = simulated_run("1f1b", pp=8, microbatches=16, replicas=256, steps=2, slow_rank=1234, factor=1.5)
+    scores, attribution, overlap = synthetic_tables(2048, slow_rank=1234)
+    started = time.perf_counter()
+
+    sections = sections_from_actions(actions, {"schedule": {"name": "1f1b"}}, DashboardConfig())
+    sections += (overlap_section(overlap, None), straggler_section(scores, attribution, 1.15, 0.75))
+    page = render_html(Page("2048 ranks", sections=sections))
+
+    elapsed = time.perf_counter() - started
+    size = len(page.encode())
+    assert size < 20e6, f"{size / 1e6:.1f} MB"
+    assert elapsed < 30, f"{elapsed:.1f} s"
+    timeline = sections[0].views[0]
+    assert timeline.renderer == "canvas" and timeline.spec["spec"]["mark"]["type"] == "rect"
+    for section in sections:
+        for view in section.views:
+            assert all(len(rows) <= MAX_ROWS for rows in view.spec.get("datasets", {}).values())
+    (cells,) = sections[4].views[0].spec["datasets"].values()
+    assert [row["worst_rank"] for row in cells if row["slowdown"] > 1 / 0.75] == [1234]
+
+
+def test_a_gpu_run_without_schedule_labels_shows_its_overlap_and_says_what_is_missing(shared: Path) -> None:
+    run = load_run(shared / "traces" / "param-dlrm-8rank")
+
+    page = build_page(run)
+
+    assert [view.key for view in page.views] == ["overlap"]
+    missing = {section.key: section.notes for section in page.sections if not section.views}
+    assert set(missing) == {"timeline", "utilization", "stragglers", "comparison"}
+    assert all(notes[0].startswith("no schedule labels in this run") for notes in missing.values())
+    (cells, totals) = page.views[0].spec["datasets"].values()
+    assert {row["comm_class"] for row in cells} == {"all", "dp_collective", "p2p"}
+    assert {row["ranks"] for row in cells} == {str(rank) for rank in range(8)}
+    assert all(0 <= row["overlap_fraction"] <= 1 for row in cells)
+    assert {row["comm_class"] for row in totals} == {"dp_collective", "p2p"}  # "all" would count twice

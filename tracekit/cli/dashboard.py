@@ -1,0 +1,70 @@
+"""``tracekit dashboard DIR --out report.html``: one offline HTML page of the run's charts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracekit.cli.options import format_option
+from tracekit.cli.output import Format, Result, Table, emit
+from tracekit.cli.progress import load_run_with_progress
+from tracekit.stragglers.scoring import StragglerConfig
+
+
+@click.command("dashboard")
+@click.argument("trace_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="HTML file to write (self-contained: opens offline).",
+)
+@click.option("--step", type=int, default=None, help="Training step to draw [default: the first].")
+@click.option("--all-steps", is_flag=True, help="Draw every step instead of one.")
+@click.option(
+    "--png",
+    "png_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Also write each chart as PNG into this directory.",
+)
+@click.option(
+    "--svg",
+    "svg_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Also write each chart as SVG into this directory.",
+)
+@click.option(
+    "--threshold",
+    type=float,
+    default=StragglerConfig.threshold,
+    show_default=True,
+    help="Flag stragglers whose score (peer median / own median) is below this.",
+)
+@format_option
+def command(
+    trace_dir: Path,
+    out: Path,
+    step: int | None,
+    all_steps: bool,
+    png_dir: Path | None,
+    svg_dir: Path | None,
+    threshold: float,
+    fmt: Format,
+) -> None:
+    """Realized schedule beside its ideal, utilization, overlap, stragglers and schedule comparison."""
+    # Imported here: altair and vl-convert cost half a second that no other command should pay.
+    from dashboards.build import DashboardConfig, write_dashboard
+
+    config = DashboardConfig(step=step, all_steps=all_steps, straggler_threshold=threshold)
+    written = write_dashboard(load_run_with_progress(trace_dir), out, config, png_dir, svg_dir)
+    table = Table(
+        title=f"{trace_dir}: dashboard written",
+        frame=written.summary(),
+        notes=tuple(f"{key} omitted: {why}" for key, why in written.omitted.items()),
+        name="dashboard",
+    )
+    emit(Result(payload=written.payload(), tables=(table,), warnings=written.warnings), fmt)
