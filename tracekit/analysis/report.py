@@ -63,15 +63,19 @@ def _ms(column: str) -> pl.Expr:
 def run_summary(run: Run) -> dict[str, Any]:
     """What the run is: its directory, ranks, and the collector's facts when it has a manifest."""
     manifest = run.manifest or {}
+    schedule = manifest.get("schedule") or {}
     return {
         "root": str(run.root),
         "world_size": run.world_size,
         "ranks_present": list(run.ranks),
         "missing_ranks": list(run.missing_ranks),
         "partial": run.partial,
-        "schedule": manifest.get("schedule"),
+        "schedule": schedule.get("name"),
         "pp": manifest.get("pp_size"),
         "microbatches": manifest.get("microbatches"),
+        "steps_captured": (manifest.get("steps") or {}).get("captured"),
+        "torch_version": manifest.get("torch_version"),
+        "hosts": manifest.get("hosts"),
     }
 
 
