@@ -19,6 +19,10 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 
+_UNBOUNDED_WIDTH = 400
+"""Console width when stdout is not a terminal: wide enough that no table is truncated."""
+
+
 class Format(str, Enum):
     """Output formats every command accepts."""
 
@@ -75,13 +79,11 @@ def _cell(value: Any) -> str:
 
 
 def _rich_table(table: Table) -> RichTable:
-    rich = RichTable(title=table.title, title_justify="left", caption_justify="left")
+    rich = RichTable()
     for name, dtype in table.frame.schema.items():
         rich.add_column(name, justify="right" if dtype.is_numeric() else "left")
     for row in table.frame.iter_rows():
         rich.add_row(*(_cell(value) for value in row))
-    if table.notes:
-        rich.caption = "\n".join(table.notes)
     return rich
 
 
@@ -99,9 +101,18 @@ def emit(result: Result, fmt: Format, out_dir: Path | None = None) -> None:
             sys.stdout.write(table.frame.write_csv())
     else:
         console = Console(highlight=False)
+        if not console.is_terminal:
+            # Piped or redirected: no terminal width to honour, so never cut a column short.
+            console = Console(highlight=False, width=_UNBOUNDED_WIDTH)
         for table in result.tables:
             if table.shown:
+                # Title and notes are printed apart from the table so they wrap at the console's
+                # width, not the table's.
+                console.print(table.title, style="bold", soft_wrap=True)
                 console.print(_rich_table(table))
+                for note in table.notes:
+                    console.print(note, style="dim", soft_wrap=True)
+                console.print()
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "result.json").write_bytes(to_json(result.payload) + b"\n")
