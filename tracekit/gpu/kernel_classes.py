@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import tomllib
-import yaml
 
 from tracekit.errors import TracekitError
 
@@ -146,6 +144,10 @@ def load_patterns(path: Path) -> tuple[KernelPattern, ...]:
         text = path.read_bytes()
     except OSError as error:
         raise TracekitError(f"cannot read kernel classes: {error.strerror}", path) from None
+    # Imported here, not at the top: only a user's pattern file needs a parser (yaml costs 10 ms).
+    from tracekit.compat import tomllib
+    import yaml
+
     try:
         document = tomllib.loads(text.decode()) if path.suffix == ".toml" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError, UnicodeDecodeError) as error:

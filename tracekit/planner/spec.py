@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
+from tracekit.compat import tomllib
 from tracekit.errors import TracekitError
 from tracekit.planner.presets import CLUSTER_GPUS, MODELS, cluster_preset
 
