@@ -65,3 +65,19 @@ def test_fields_of_unexpected_type_fall_back_to_objects(shared: Path, tmp_path: 
     gpu = events.filter(pl.col("cat") == "kernel")
     assert gpu.height == len(kernels) - 1  # the kernel without a time is no complete event
     assert gpu["correlation"].null_count() == 0  # the one without args got its id from its ac2g flow
+
+
+def test_batched_reduce_and_false_cuts_beyond_the_decode_window(shared: Path, monkeypatch) -> None:
+    document = orjson.loads(gzip.decompress((shared / "traces" / SHARED_TRACES[0]).read_bytes()))
+    events = document["traceEvents"]
+    for event in events[::200]:  # a run of false cuts longer than the slices decoded ahead
+        event.setdefault("args", {})["shapes"] = [{"dim": dim} for dim in range(2_000)]
+    text = orjson.dumps(document)
+    monkeypatch.setattr(columnar, "_CHUNK_BYTES", 2_000)
+    monkeypatch.setattr(columnar, "_REDUCE_BYTES", 8_000)  # a window of a few slices, many batches
+    batches = read_columnar(text, lambda frame: frame)
+    assert batches is not None and len(batches[1]) > 1
+
+    fast, slow = _both(text)
+
+    assert fast.equals(slow) and fast.height == len(events)

@@ -80,30 +80,28 @@ def _step_names(run: Run) -> list[str]:
     return sorted(names)
 
 
-def _work(events: pl.LazyFrame, base_ns: int, filtered: bool, rank: int) -> pl.DataFrame:
+def _work(events: pl.DataFrame, base_ns: int, filtered: bool, rank: int) -> pl.DataFrame:
     """The rank's GPU work in HTA's whole µs, restricted to HTA's kept steps when ``filtered``."""
     work = events.filter(pl.col("stream").is_not_null())
     if filtered:
         cpu = events.filter(pl.col("stream").is_null() | pl.col("correlation").is_null())
-        last_step = (
-            cpu.filter(pl.col("name").str.contains(PROFILER_STEP, literal=True))
-            .select(pl.col("start_ns").max())
-            .collect()
-            .item()
-        )
+        last_step = cpu.filter(pl.col("name").str.contains(PROFILER_STEP, literal=True))["start_ns"].max()
         if last_step is None:
             raise TracekitError(
                 f"rank {rank} has no ProfilerStep while other ranks do: HTA's step filter is undefined for it"
             )
-        launched = cpu.filter(pl.col("start_ns") < last_step).select("correlation").drop_nulls().unique()
-        work = work.filter(pl.col("correlation").is_not_null()).join(launched, on="correlation", how="semi")
+        launched = cpu.filter(pl.col("start_ns") < last_step)["correlation"].drop_nulls().unique()
+        work = work.filter(pl.col("correlation").is_in(launched.implode()))  # a null id is never kept
     # HTA rounds fractional µs inward: start up, end down (hta/common/trace_parser.py round_down_time_stamps).
     relative = pl.col("start_ns") - base_ns
-    return work.select(
+    spans = work.select(
         (-((-relative) // 1000)).alias("start_ns"),
         ((relative + pl.col("dur_ns")) // 1000).alias("end_ns"),
-        hta_class(pl.col("name")).alias("hta_class"),
-    ).collect()
+        "name",
+    )
+    # The regexes run once per distinct name (a few hundred), not once per kernel (tens of thousands).
+    classes = spans.select(pl.col("name").unique()).with_columns(hta_class(pl.col("name")).alias("hta_class"))
+    return spans.join(classes, on="name", how="left", maintain_order="left").drop("name")
 
 
 def _rank_figures(rank: int, work: pl.DataFrame) -> dict[str, float | int | None]:
@@ -148,7 +146,11 @@ def hta_breakdown(run: Run) -> HtaBreakdown:
         )
     rows = []
     for trace in run.traces:
-        columns = run.rank_events(trace.rank).select("name", "stream", "correlation", "start_ns", "dur_ns")
+        columns = (
+            run.rank_events(trace.rank)
+            .select("name", "stream", "correlation", "start_ns", "dur_ns")
+            .collect()
+        )
         rows.append(_rank_figures(trace.rank, _work(columns, trace.base_ns, filtered, trace.rank)))
     frame = pl.DataFrame(rows, schema=HTA_SCHEMA, orient="row") if rows else pl.DataFrame(schema=HTA_SCHEMA)
     return HtaBreakdown(frame=frame, steps_filtered=filtered, warnings=tuple(warnings))

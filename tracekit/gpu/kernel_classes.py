@@ -145,8 +145,9 @@ def load_patterns(path: Path) -> tuple[KernelPattern, ...]:
     except OSError as error:
         raise TracekitError(f"cannot read kernel classes: {error.strerror}", path) from None
     # Imported here, not at the top: only a user's pattern file needs a parser (yaml costs 10 ms).
-    from tracekit.compat import tomllib
     import yaml
+
+    from tracekit.compat import tomllib
 
     try:
         document = tomllib.loads(text.decode()) if path.suffix == ".toml" else yaml.safe_load(text)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import gc
 import io
 import re
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import orjson
@@ -70,8 +70,13 @@ _DOCUMENT_SCHEMA: dict[str, pl.DataType] = {
 _CHUNK_BYTES = 256 * 1024
 """Events are parsed in slices of about this size: small slices keep the decoder's working set
 in cache and bound its memory, and let slices decode on several threads."""
+_REDUCE_BYTES = 4 * 1024 * 1024
+"""Decoded slices are reduced together once they cover about this much text: a reduce is a query
+of about a millisecond whatever its size (as long as decoding a slice), while reducing only at
+the end would hold every raw (text) column of the file at once."""
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
+_NOT_BLANK = re.compile(rb"\S")
 _EVENT_SCHEMA: dict[str, pl.DataType] = {
     field.name: field.dtype
     for field in _DOCUMENT_SCHEMA["traceEvents"].inner.fields  # type: ignore[union-attr]
@@ -122,12 +127,48 @@ def _raw(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def read_columnar(text: bytes, reduce: Callable[[pl.DataFrame], T]) -> tuple[dict[str, Any], list[T]] | None:
-    """(header, ``reduce`` of each slice's raw events) by polars' JSON reader; None when the text does not fit it.
+def _decoded(text: bytes, slices: list[tuple[int, int]]) -> Iterator[tuple[pl.DataFrame | None, int]]:
+    """(decoded events, text bytes they span) of whole-event spans, in order; a None frame ends it.
 
-    ``reduce`` runs on each slice as soon as it is decoded, so only the reduced slices are kept. A
-    cut is only a candidate (``},{`` may also occur inside an event): a slice that does not parse
-    is joined to the next and parsed again, so every accepted slice holds whole events.
+    Slices decode on a few threads, a bounded window ahead of the consumer, so decoded slices do
+    not pile up while the consumer reduces them. A slice that does not parse (a false cut, or a
+    field that does not fit) is joined to the next and parsed again here; None when none is left.
+    """
+    workers = max(1, min(4, pl.thread_pool_size()))
+    window = _REDUCE_BYTES // _CHUNK_BYTES + 2 * workers
+    futures: dict[int, Future[pl.DataFrame | None]] = {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        try:
+            submitted = index = 0
+            while index < len(slices):
+                submitted = max(submitted, index)
+                while submitted < min(index + window, len(slices)):
+                    futures[submitted] = pool.submit(_decode, text, *slices[submitted])
+                    submitted += 1
+                start, end = slices[index]
+                frame = futures.pop(index).result()
+                while frame is None and index + 1 < len(slices):  # a false cut: widen to the next one
+                    index += 1
+                    end = slices[index][1]
+                    unneeded = futures.pop(index, None)  # None when the widening ran past the window
+                    if unneeded is not None:
+                        unneeded.cancel()
+                    frame = _decode(text, start, end)
+                yield frame, end - start
+                if frame is None:
+                    return
+                index += 1
+        finally:  # the consumer stopped (a None frame, an error): decode nothing more
+            for future in futures.values():
+                future.cancel()
+
+
+def read_columnar(text: bytes, reduce: Callable[[pl.DataFrame], T]) -> tuple[dict[str, Any], list[T]] | None:
+    """(header, ``reduce`` of consecutive slices' raw events) by polars' JSON reader; None when the text does not fit it.
+
+    ``reduce`` runs on each run of decoded slices covering about ``_REDUCE_BYTES`` of text, as soon
+    as they are decoded, so only reduced events are kept. A cut is only a candidate (``},{`` may
+    also occur inside an event): every accepted slice holds whole events (``_decoded``).
     """
     opening = _ARRAY_START.search(text)
     if opening is None:
@@ -138,28 +179,22 @@ def read_columnar(text: bytes, reduce: Callable[[pl.DataFrame], T]) -> tuple[dic
     header, body_end = found
     body_start = opening.end()
     header = {key: header[key] for key in _HEADER_SCHEMA if key in header}
-    if not text[body_start:body_end].strip():
+    if _NOT_BLANK.search(text, body_start, body_end) is None:  # no copy of the body to strip it
         return header, [reduce(pl.DataFrame(schema=RAW_SCHEMA))]
 
-    def decode(span: tuple[int, int]) -> T | None:
-        frame = _decode(text, *span)
-        return None if frame is None else reduce(_raw(frame))
-
-    slices = _slices(text, body_start, body_end)
-    with ThreadPoolExecutor(max_workers=max(1, min(4, pl.thread_pool_size()))) as pool:
-        decoded = list(pool.map(decode, slices))
-    reduced = []
-    index = 0
-    while index < len(slices):
-        result, (start, end) = decoded[index], slices[index]
-        while result is None and index + 1 < len(slices):  # a false cut: widen to the next one
-            index += 1
-            end = slices[index][1]
-            result = decode((start, end))
-        if result is None:
+    reduced: list[T] = []
+    pending: list[pl.DataFrame] = []
+    pending_bytes = 0
+    for frame, size in _decoded(text, _slices(text, body_start, body_end)):
+        if frame is None:
             return None
-        reduced.append(result)
-        index += 1
+        pending.append(frame)
+        pending_bytes += size
+        if pending_bytes >= _REDUCE_BYTES:
+            reduced.append(reduce(_raw(pl.concat(pending))))
+            pending, pending_bytes = [], 0
+    if pending:
+        reduced.append(reduce(_raw(pl.concat(pending))))
     return header, reduced
 
 

@@ -192,19 +192,24 @@ def read_trace(path: Path) -> tuple[pl.DataFrame, TraceInfo]:
     warnings: list[str] = []
 
     events = pl.concat([part.events for part in slices])
-    negative = events.select((pl.col("dur") < 0).sum()).item()
-    events = events.filter(pl.col("dur") >= 0)
+    kept = pl.col("dur") >= 0
+    negative, first_ts, last_ts = events.select(
+        (~kept).sum().alias("negative"),
+        pl.col("ts").filter(kept).min().alias("first"),
+        (pl.col("ts") + pl.col("dur")).filter(kept).max().alias("last"),
+    ).row(0)
+    if negative:
+        events = events.filter(kept)
     if events.is_empty():
         raise TracekitError("no complete (ph 'X') events: nothing was recorded", path)
-    first_ts, last_ts = events.select(
-        pl.col("ts").min().alias("first"), (pl.col("ts") + pl.col("dur")).max().alias("last")
-    ).row(0)
     warnings.extend(_check_clock(path, header, base_ns, first_ts, last_ts))  # before any µs -> ns product
     if negative:
         warnings.append(f"{path}: {negative} events with a negative duration were skipped")
     events = _linked_by_flow(events, pl.concat([part.flows for part in slices]))
     del slices
-    unlinked = events.filter(pl.col("cat").is_in(_GPU_CATEGORIES) & pl.col("correlation").is_null()).height
+    unlinked = events.select(
+        (pl.col("cat").is_in(_GPU_CATEGORIES) & pl.col("correlation").is_null()).sum()
+    ).item()
     if unlinked:
         warnings.append(
             f"{path}: {unlinked} GPU events have no correlation id and no ac2g flow: they cannot be tied "

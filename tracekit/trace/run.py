@@ -179,7 +179,9 @@ def _ingest(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo]:
     info_path = cache_dir / f"{key}.info.json"
     frame, info = read_trace(path)
     partial = table_path.with_suffix(f".tmp-{os.getpid()}")
-    frame.write_parquet(partial, statistics=True)
+    # Every row group mixes all categories and streams, so min/max statistics would prune nothing
+    # for the analyses' filters; lz4 writes and reads faster than zstd (for a cache ~2x larger).
+    frame.write_parquet(partial, compression="lz4", statistics=False)
     os.replace(partial, table_path)
     fields = {**info.__dict__, "path": str(path), "warnings": list(info.warnings)}
     info_tmp = info_path.with_suffix(f".tmp-{os.getpid()}")
