@@ -308,6 +308,12 @@ def current() -> Recorder | None:
     return _current
 
 
+def labelling() -> bool:
+    """True while a capture window is open: the one flag every labelling hook tests."""
+    recorder = current()
+    return recorder is not None and recorder.labelling
+
+
 def _adopt_env_recorder() -> None:
     """Under ``tracekit record`` (TRACEKIT_OUT set), make the process-wide recorder, once."""
     global _current, _env_checked
@@ -349,8 +355,7 @@ def mark(stage: int, kind: str, microbatch: int) -> contextlib.AbstractContextMa
     """Label one compute action of a pipeline tracekit does not patch: ``with mark(3, "F", 0): ...``."""
     if kind not in labels.KINDS:
         raise ValueError(f"kind must be one of {', '.join(labels.KINDS)}, not {kind!r}")
-    recorder = current()
-    if recorder is None or not recorder.labelling:
+    if not labelling():
         return _IDLE
     return record_function(labels.action_label(stage, kind, microbatch))
 
@@ -361,8 +366,7 @@ def mark_pair(
     """Label an overlapped F&B chunk: forward (stage, mb), backward (stage, kind, mb); mark its halves inside."""
     if backward[1] not in ("B", "I"):
         raise ValueError(f"the backward half of a pair is B or I, not {backward[1]!r}")
-    recorder = current()
-    if recorder is None or not recorder.labelling:
+    if not labelling():
         return _IDLE
     return record_function(labels.pair_label(forward, backward))
 
@@ -371,8 +375,7 @@ def mark_comm(op: str) -> contextlib.AbstractContextManager[object]:
     """Label a wait on pipeline communication: ``with mark_comm("recv"): work.wait()``."""
     if op not in labels.COMM_OPS:
         raise ValueError(f"op must be one of {', '.join(labels.COMM_OPS)}, not {op!r}")
-    recorder = current()
-    if recorder is None or not recorder.labelling:
+    if not labelling():
         return _IDLE
     return record_function(labels.comm_label(op))
 

@@ -30,23 +30,18 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-import torch.distributed as dist
 from torch.autograd.profiler import record_function
 
 from collectors import capture, labels
 from collectors.capture import MicrobatchPath, ScheduleInfo
 from collectors.files import report
 from collectors.hooks import wrap_attribute
+from collectors.patch_torch import p2p_direction
 
 STAGE_NUMBERING = (
     "dualpipe-v: pp rank r runs stage r (direction 0) and stage 2P-1-r (direction 1); "
     "direction-1 micro-batches are numbered from num_chunks/2"
 )
-
-
-def _labelling() -> bool:
-    recorder = capture.current()
-    return recorder is not None and recorder.labelling
 
 
 def position(pipe: Any, phase: int, chunk_counters: list[int]) -> tuple[int, int]:
@@ -92,7 +87,7 @@ def _step(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _forward(original: Callable[..., Any]) -> Callable[..., Any]:
     def _forward_compute_chunk(self: Any, phase: int) -> Any:
-        if not _labelling():
+        if not capture.labelling():
             return original(self, phase)
         stage, microbatch = position(self, phase, self.current_f_chunk_id)
         with record_function(labels.action_label(stage, "F", microbatch)):
@@ -103,7 +98,7 @@ def _forward(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _backward(original: Callable[..., Any]) -> Callable[..., Any]:
     def _backward_compute_chunk(self: Any, phase: int, enable_zb: bool = False) -> Any:
-        if self.forward_only or not _labelling():
+        if self.forward_only or not capture.labelling():
             return original(self, phase, enable_zb)
         stage, microbatch = position(self, phase, self.current_b_chunk_id)
         if enable_zb:
@@ -116,7 +111,7 @@ def _backward(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _forward_backward(original: Callable[..., Any]) -> Callable[..., Any]:
     def _forward_backward_compute_chunk(self: Any, phase0: int, phase1: int) -> Any:
-        if self.forward_only or not _labelling():
+        if self.forward_only or not capture.labelling():
             return original(self, phase0, phase1)
         forward = position(self, phase0, self.current_f_chunk_id)
         backward_stage, backward_microbatch = position(self, phase1, self.current_b_chunk_id)
@@ -128,7 +123,7 @@ def _forward_backward(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _weight(original: Callable[..., Any]) -> Callable[..., Any]:
     def _weight_chunk(self: Any) -> Any:
-        if self.forward_only or not _labelling():
+        if self.forward_only or not capture.labelling():
             return original(self)
         # The original waits on pending p2p work first; do it here so the wait is not inside W.
         self._commit_and_wait_comm()
@@ -144,11 +139,9 @@ def _weight(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _commit_and_wait(original: Callable[..., Any]) -> Callable[..., Any]:
     def _commit_and_wait_comm(self: Any) -> Any:
-        if not self.comm_ops or not _labelling():
+        if not self.comm_ops or not capture.labelling():
             return original(self)
-        kinds = {op.op for op in self.comm_ops}
-        op = "send" if kinds == {dist.isend} else "recv" if kinds == {dist.irecv} else "sendrecv"
-        with record_function(labels.comm_label(op)):
+        with record_function(labels.comm_label(p2p_direction(self.comm_ops))):
             return original(self)
 
     return _commit_and_wait_comm

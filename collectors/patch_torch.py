@@ -55,14 +55,15 @@ class _TaggedWorks(list):  # type: ignore[type-arg]
     op: str = "wait"
 
 
-def _labelling() -> capture.Recorder | None:
-    recorder = capture.current()
-    return recorder if recorder is not None and recorder.labelling else None
+def p2p_direction(p2p_ops: list[Any]) -> str:
+    """The labels.COMM_OPS key of a batch of p2p ops: ``send``, ``recv`` or ``sendrecv``."""
+    kinds = {op.op for op in p2p_ops}
+    return "send" if kinds == {dist.isend} else "recv" if kinds == {dist.irecv} else "sendrecv"
 
 
 def _forward(original: Callable[..., Any]) -> Callable[..., Any]:
     def forward_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _labelling() is None:
+        if not capture.labelling():
             return original(self, *args, **kwargs)
         chunk = args[0] if args else kwargs["fwd_chunk_id"]
         with record_function(labels.action_label(self.stage_index, "F", chunk)):
@@ -73,7 +74,7 @@ def _forward(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _backward(original: Callable[..., Any]) -> Callable[..., Any]:
     def backward_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _labelling() is None:
+        if not capture.labelling():
             return original(self, *args, **kwargs)
         # Signature: (bwd_chunk_id, loss=None, full_backward=True, last_backward=False).
         chunk = args[0] if args else kwargs["bwd_chunk_id"]
@@ -86,7 +87,7 @@ def _backward(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _backward_weight(original: Callable[..., Any]) -> Callable[..., Any]:
     def backward_weight_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _labelling() is None:
+        if not capture.labelling():
             return original(self, *args, **kwargs)
         chunk = args[0] if args else kwargs["bwd_chunk_id"]
         with record_function(labels.action_label(self.stage_index, "W", chunk)):
@@ -132,11 +133,10 @@ def _step(original: Callable[..., Any]) -> Callable[..., Any]:
 def _batch_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
     def batch_p2p(p2p_ops: list[dist.P2POp], *args: Any, **kwargs: Any) -> Any:
         works = original(p2p_ops, *args, **kwargs)
-        if _labelling() is None or not works:
+        if not capture.labelling() or not works:
             return works
-        kinds = {op.op for op in p2p_ops}
         tagged = _TaggedWorks(works)
-        tagged.op = "send" if kinds == {dist.isend} else "recv" if kinds == {dist.irecv} else "sendrecv"
+        tagged.op = p2p_direction(p2p_ops)
         return tagged
 
     return batch_p2p
@@ -144,7 +144,7 @@ def _batch_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _wait_batch_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
     def wait_batch_p2p(work: list[dist.Work]) -> Any:
-        if not work or _labelling() is None:
+        if not work or not capture.labelling():
             return original(work)
         with record_function(labels.comm_label(getattr(work, "op", "wait"))):
             return original(work)
@@ -161,7 +161,7 @@ def _nested(outer: Any, inner: Any) -> Iterator[None]:
 def _record_function(original: Callable[..., Any]) -> Callable[..., Any]:
     def record_function_with_pairs(name: str, *args: Any, **kwargs: Any) -> Any:
         span = original(name, *args, **kwargs)
-        if not name.startswith("PP:(") or _labelling() is None:
+        if not name.startswith("PP:(") or not capture.labelling():
             return span
         match = _PP_PAIR.match(name)
         return span if match is None else _nested(span, record_function(labels.PREFIX + match[1]))

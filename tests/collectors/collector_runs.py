@@ -12,6 +12,8 @@ RANKS = 4
 MICROBATCHES = 8
 STEPS = 3
 CAPTURED_STEPS = "1:3"
+TRACEKIT = (sys.executable, "-c", "from tracekit.cli.main import main; main()")
+"""The ``tracekit`` command line, run by this interpreter."""
 
 
 @dataclass(frozen=True)
@@ -29,9 +31,7 @@ def record(
 ) -> Recorded:
     """``tracekit record --out OUT_DIR --steps STEPS --format json -- JOB`` in a subprocess."""
     command = [
-        sys.executable,
-        "-c",
-        "from tracekit.cli.main import main; main()",
+        *TRACEKIT,
         "record",
         "--out",
         str(out_dir),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from collector_runs import MICROBATCHES, RANKS, Recorded, example_job, record
+from collector_runs import MICROBATCHES, RANKS, TRACEKIT, Recorded, example_job, record
 from schedule.reference_orders import deepseek_dualpipe_order, torch_order
 
 from collectors.launch import capture_env
@@ -256,14 +256,7 @@ def test_record_captures_a_torchrun_job(tmp_path: Path) -> None:
     ids=["missing-command", "empty-window"],
 )
 def test_record_refuses_bad_input_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    command = [
-        sys.executable,
-        "-c",
-        "from tracekit.cli.main import main; main()",
-        "record",
-        "--out",
-        str(tmp_path),
-    ]
+    command = [*TRACEKIT, "record", "--out", str(tmp_path)]
 
     done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=60, check=False)
 

@@ -180,7 +180,11 @@ def engine_costs(spec: PlanSpec, schedule: Schedule, cut: Layout, scale: CostSca
     )
 
 
+def pair_compute_ms(forward: GroupTimes, backward: GroupTimes) -> float:
+    """Compute of an F&B pair: the forward group's forward and the backward group's full backward."""
+    return forward.forward + backward.backward_input + backward.backward_weight
+
+
 def overlapped_ms(forward: GroupTimes, backward: GroupTimes) -> float:
     """An F&B pair: the forward's and the full backward's compute, or both all-to-all passes if longer."""
-    compute = forward.forward + backward.backward_input + backward.backward_weight
-    return max(compute, forward.a2a + backward.a2a)
+    return max(pair_compute_ms(forward, backward), forward.a2a + backward.a2a)

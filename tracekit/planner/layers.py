@@ -97,6 +97,18 @@ def is_moe_layer(model: ModelSpec, layer: int) -> bool:
     return model.is_moe and layer >= model.dense_layers
 
 
+def _layer_params(model: ModelSpec, layer: int) -> tuple[int, int, int]:
+    """(replicated, routed-expert, activated-per-token) parameters of layer ``layer``."""
+    attn = attention_params(model)
+    if not is_moe_layer(model, layer):
+        dense = attn + 3 * model.hidden * model.ffn
+        return dense, 0, dense
+    router = model.experts * model.hidden
+    replicated = attn + model.shared_experts * expert_params(model) + router
+    activated = attn + (model.experts_per_token + model.shared_experts) * expert_params(model) + router
+    return replicated, model.experts * expert_params(model), activated
+
+
 def layer_figures(model: ModelSpec, training: TrainingSpec, cluster: ClusterSpec, layer: int) -> LayerFigures:
     """Parameters, FLOPs, activations and all-to-all bytes of layer ``layer`` for one micro-batch."""
     h = model.hidden
@@ -106,11 +118,9 @@ def layer_figures(model: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
     output_projection = model.heads * dv * h
     core = model.heads * tokens * training.sequence_length * (d + dv)
     qkvo = model.heads * d + kv * d + kv * dv + model.heads * dv
+    replicated, routed, activated = _layer_params(model, layer)
     if is_moe_layer(model, layer):
         visited = model.experts_per_token + model.shared_experts
-        replicated = attn + model.shared_experts * expert_params(model) + model.experts * h
-        routed = model.experts * expert_params(model)
-        activated = attn + visited * expert_params(model) + model.experts * h
         saved = {
             "none": 2 * h + qkvo + 2 * h + visited * (h + 3 * model.expert_ffn),
             "selective": h + model.heads * dv + h + visited * (h + 2 * model.expert_ffn),
@@ -118,9 +128,6 @@ def layer_figures(model: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
         }[training.recompute]
         inter, intra = _a2a_bytes(model, training, cluster, tokens)
     else:
-        replicated = attn + 3 * h * model.ffn
-        routed = 0
-        activated = replicated
         saved = {
             "none": 2 * h + qkvo + 2 * h + 3 * model.ffn,
             "selective": h + model.heads * dv + h + 2 * model.ffn,
@@ -177,27 +184,16 @@ def head_figures(model: ModelSpec, training: TrainingSpec) -> LayerFigures:
 
 def total_params(model: ModelSpec) -> tuple[int, int]:
     """(all parameters, routed-expert parameters) of the model, embedding and head included."""
-    attn = attention_params(model)
-    total = 2 * model.vocab * model.hidden
-    routed = 0
-    for layer in range(model.layers):
-        if is_moe_layer(model, layer):
-            total += (
-                attn
-                + (model.experts + model.shared_experts) * expert_params(model)
-                + model.experts * model.hidden
-            )
-            routed += model.experts * expert_params(model)
-        else:
-            total += attn + 3 * model.hidden * model.ffn
-    return total, routed
+    per_layer = [_layer_params(model, layer) for layer in range(model.layers)]
+    routed = sum(layer[1] for layer in per_layer)
+    return 2 * model.vocab * model.hidden + sum(layer[0] for layer in per_layer) + routed, routed
 
 
 def activated_params(model: ModelSpec) -> int:
     """Parameters one token passes through: all but the routed experts it is not sent to."""
-    total, routed = total_params(model)
-    moe_layers = sum(is_moe_layer(model, layer) for layer in range(model.layers))
-    return total - routed + moe_layers * model.experts_per_token * expert_params(model)
+    return 2 * model.vocab * model.hidden + sum(
+        _layer_params(model, layer)[2] for layer in range(model.layers)
+    )
 
 
 def partition(weights: list[float], groups: int) -> list[range]:

@@ -18,7 +18,16 @@ from typing import Any
 import polars as pl
 
 from tracekit.planner.candidates import SIMULATION_BUDGET, Candidate, Rejection, enumerate_candidates
-from tracekit.planner.costs import UNSCALED, CostScale, Layout, engine_costs, layout, p2p_ms, stage_positions
+from tracekit.planner.costs import (
+    UNSCALED,
+    CostScale,
+    Layout,
+    engine_costs,
+    layout,
+    p2p_ms,
+    pair_compute_ms,
+    stage_positions,
+)
 from tracekit.planner.memory import MEMORY_SCHEMA, SecondCopy, rank_memory, second_copy
 from tracekit.planner.spec import DUALPIPE_FAMILY, PlanSpec
 from tracekit.schedule.action import Kind, OverlappedPair
@@ -122,8 +131,8 @@ def _exposed_a2a(schedule: Schedule, cut: Layout, scale: CostScale) -> list[floa
         for step in steps:
             if isinstance(step, OverlappedPair):
                 forward, backward = times[step.forward.stage], times[step.backward.stage]
-                compute = forward.forward + backward.backward_input + backward.backward_weight
-                total += scale.overlapped * max(0.0, forward.a2a + backward.a2a - compute)
+                hidden_behind = pair_compute_ms(forward, backward)
+                total += scale.overlapped * max(0.0, forward.a2a + backward.a2a - hidden_behind)
             else:
                 total += factor[step.kind] * times[step.stage].a2a
         exposed.append(total)

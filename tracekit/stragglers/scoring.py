@@ -133,12 +133,16 @@ def _medians(compute: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     )
 
 
-def _saving_ms(case: ReplayCase, rank: int, kind: str, work: str, factor: float) -> float:
-    """Replayed step-time saving when ``rank``'s ``kind`` actions of ``work`` run ``factor`` times as long."""
-    real = case.ops["duration_ms"].to_numpy()
+def _saving_ms(
+    case: ReplayCase, real: np.ndarray, realized_ms: float, rank: int, kind: str, work: str, factor: float
+) -> float:
+    """Replayed step-time saving when ``rank``'s ``kind`` actions of ``work`` run ``factor`` times as long.
+
+    ``real`` is every op's own duration and ``realized_ms`` the mean step time replayed with it.
+    """
     rows = ((case.ops["rank"] == rank) & (case.ops["optype"] == kind) & (case.ops["work"] == work)).to_numpy()
     faster = np.where(rows, real * factor, real)
-    return float(case.replay_step_times(real).mean() - case.replay_step_times(faster).mean())
+    return float(realized_ms - case.replay_step_times(faster).mean())
 
 
 def score_stragglers(case: ReplayCase, config: StragglerConfig | None = None) -> pl.DataFrame:
@@ -169,8 +173,12 @@ def score_stragglers(case: ReplayCase, config: StragglerConfig | None = None) ->
             .alias("pattern"),
         )
     )
+    real = case.ops["duration_ms"].to_numpy()
+    realized_ms = case.replay_step_times(real).mean()
     savings = [
-        None if score is None or math.isnan(score) else _saving_ms(case, rank, kind, work, min(1.0, score))
+        None
+        if score is None or math.isnan(score)
+        else _saving_ms(case, real, realized_ms, rank, kind, work, min(1.0, score))
         for rank, kind, work, score in table.select("rank", "kind", "work", "score").iter_rows()
     ]
     table = table.with_columns(

@@ -128,13 +128,23 @@ def _by(case: ReplayCase, column: str, real: np.ndarray, ideal: np.ndarray, idea
 
 
 def counterfactual(
-    case: ReplayCase, real: np.ndarray, ideal: np.ndarray, rows: np.ndarray, group: str
+    case: ReplayCase,
+    real: np.ndarray,
+    ideal: np.ndarray,
+    rows: np.ndarray,
+    group: str,
+    realized_ms: float,
+    ideal_ms: float,
 ) -> Counterfactual:
-    """Remove ``rows``' real durations from the realized run, and add only them to the ideal."""
+    """Remove ``rows``' real durations from the realized run, and add only them to the ideal.
+
+    ``realized_ms`` and ``ideal_ms`` are the mean replayed step times with ``real`` and ``ideal``,
+    which the caller has already computed.
+    """
     return Counterfactual(
         group=group,
-        realized_ms=float(case.replay_step_times(real).mean()),
-        ideal_ms=float(case.replay_step_times(ideal).mean()),
+        realized_ms=realized_ms,
+        ideal_ms=ideal_ms,
         removed_ms=float(case.replay_step_times(_mixed(ideal, real, rows)).mean()),
         added_ms=float(case.replay_step_times(_mixed(real, ideal, rows)).mean()),
     )
@@ -166,9 +176,16 @@ def what_if(case: ReplayCase, config: WhatIfConfig | None = None) -> WhatIf:
         rows_t + rows_d + rows_s + rows_r,
         schema={"dimension": pl.String(), "group": pl.String(), "step": pl.Int64(), "slowdown": pl.Float64()},
     ).with_columns(pl.col("dimension").replace({"attribution_type": "optype"}))
+    realized_mean, ideal_mean = float(realized_steps.mean()), float(ideal_steps.mean())
     last_stage = int(case.ops["stage"].max())  # type: ignore[arg-type]
     ms = counterfactual(
-        case, real, ideal, (case.ops["stage"] == last_stage).to_numpy(), f"stage {last_stage}"
+        case,
+        real,
+        ideal,
+        (case.ops["stage"] == last_stage).to_numpy(),
+        f"stage {last_stage}",
+        realized_mean,
+        ideal_mean,
     )
     scores = worker_scores(case, by_dp_rank, by_stage)
     count = math.ceil(len(scores) * config.worker_fraction - 1e-9)
@@ -179,6 +196,8 @@ def what_if(case: ReplayCase, config: WhatIfConfig | None = None) -> WhatIf:
         ideal,
         case.ops["rank"].is_in(worst).to_numpy(),
         "ranks " + ", ".join(str(rank) for rank in worst),
+        realized_mean,
+        ideal_mean,
     )
     return WhatIf(
         steps=case.steps,

@@ -179,10 +179,7 @@ def pipeline_case(actions: pl.DataFrame, source: str) -> tuple[ReplayCase, tuple
             builder.edge(previous[lane], node)
         previous[lane] = node
     absent = 0
-    for halves in groups:
-        node = where[
-            (halves[0]["step"], halves[0]["stage"], _kind_class(halves[0]["kind"]), halves[0]["microbatch"])
-        ]
+    for node, halves in enumerate(groups):
         for half in halves:
             path = paths[(half["step"], half["microbatch"])]
             for stage, kind_class, microbatch in _producers(
