@@ -1,6 +1,8 @@
 """Interval arithmetic on frames of spans (``start_ns``, ``end_ns``): unions, grouped.
 
 Pure functions over polars frames; shared by every analysis that asks "how much time was covered".
+
+Not for: what the spans mean (actions, kernels): the analyses that call these functions decide.
 """
 
 from __future__ import annotations

@@ -69,9 +69,11 @@ def _pair_halves(pairs: pl.DataFrame) -> pl.DataFrame:
     """Each overlapped-pair span as two half rows (forward, then backward) spanning the pair."""
     if pairs.is_empty():
         return pairs
-    parts = pairs["pair"].str.extract_groups(
-        r"^(?P<fs>\d+)(?P<fk>[FBIW])(?P<fm>\d+);(?P<bs>\d+)(?P<bk>[FBIW])(?P<bm>\d+)$"
-    ).struct.unnest()
+    parts = (
+        pairs["pair"]
+        .str.extract_groups(r"^(?P<fs>\d+)(?P<fk>[FBIW])(?P<fm>\d+);(?P<bs>\d+)(?P<bk>[FBIW])(?P<bm>\d+)$")
+        .struct.unnest()
+    )
     base = pairs.drop("stage", "kind", "microbatch")
     halves = [
         base.with_columns(

@@ -1,8 +1,10 @@
 """The per-rank report of a captured run: what ``tracekit report`` prints, as plain data.
 
-``build_report`` turns a loaded run into a ``RunReport`` of frames; ``report_payload`` turns that
-into the stable JSON document scripts consume (docs/report.md). Times in the payload are
-milliseconds, schedule times relative to the run's first action.
+``report_of_actions`` turns a realized schedule (CPU or GPU times) into a ``RunReport`` of frames;
+``report_payload`` turns that into the stable JSON document scripts consume (docs/report.md). Times
+in the payload are milliseconds, schedule times relative to the run's first action.
+
+Not for: deciding what a run supports or the GPU figures (``tracekit.gpu.report``), nor printing.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analysis.realized import realized_schedule
 from tracekit.analysis.utilization import rank_utilization, step_utilization
 from tracekit.schedule.action import KIND_CODES
 from tracekit.trace.run import Run
@@ -43,21 +44,17 @@ class RunReport:
     warnings: tuple[str, ...]
 
 
-def build_report(run: Run) -> RunReport:
-    """Realized schedule and utilization of a loaded run."""
-    realized = realized_schedule(run)
-    per_step = step_utilization(realized.actions)
+def report_of_actions(run: Run, actions: pl.DataFrame, warnings: tuple[str, ...]) -> RunReport:
+    """Per-step and per-rank utilization of realized ``actions`` (``REALIZED_SCHEMA``) of ``run``."""
+    per_step = step_utilization(actions)
     return RunReport(
-        run=run,
-        actions=realized.actions,
-        per_step=per_step,
-        per_rank=rank_utilization(per_step),
-        warnings=run.warnings + realized.warnings,
+        run=run, actions=actions, per_step=per_step, per_rank=rank_utilization(per_step), warnings=warnings
     )
 
 
-def _ms(column: str) -> pl.Expr:
-    return (pl.col(column) / _NS_PER_MS).alias(column.removesuffix("_ns"))
+def in_ms(columns: list[str], origin: pl.Expr | int | None = 0) -> list[pl.Expr]:
+    """Each ``x_ns`` column as ``x`` in milliseconds, counted from ``origin`` (ns)."""
+    return [((pl.col(column) - origin) / _NS_PER_MS).alias(column.removesuffix("_ns")) for column in columns]
 
 
 def run_summary(run: Run) -> dict[str, Any]:
@@ -82,8 +79,22 @@ def run_summary(run: Run) -> dict[str, Any]:
 def rank_table(report: RunReport) -> pl.DataFrame:
     """The per-rank table people read: milliseconds and counts."""
     return report.per_rank.select(
-        "rank", "steps", _ms("window_ns"), _ms("busy_ns"), _ms("bubble_ns"), "bubble_fraction", *KIND_CODES
+        "rank", "steps", *in_ms(["window_ns", "busy_ns", "bubble_ns"]), "bubble_fraction", *KIND_CODES
     )
+
+
+def _document_head(run: Run) -> dict[str, Any]:
+    return {
+        "format_version": REPORT_FORMAT_VERSION,
+        "time_unit": "ms",
+        "run": run_summary(run),
+        "definitions": DEFINITIONS,
+    }
+
+
+def unlabelled_payload(run: Run) -> dict[str, Any]:
+    """The document of a run without schedule labels: its facts, empty ranks, steps and schedule, no warnings."""
+    return {**_document_head(run), "ranks": [], "steps": [], "schedule": []}
 
 
 def report_payload(report: RunReport) -> dict[str, Any]:
@@ -102,7 +113,7 @@ def report_payload(report: RunReport) -> dict[str, Any]:
         for row in rank_table(report).iter_rows(named=True)
     ]
     steps = report.per_step.select(
-        "rank", "step", _ms("window_ns"), _ms("busy_ns"), _ms("bubble_ns"), "bubble_fraction"
+        "rank", "step", *in_ms(["window_ns", "busy_ns", "bubble_ns"]), "bubble_fraction"
     ).to_dicts()
     schedule = report.actions.select(
         "rank",
@@ -110,15 +121,11 @@ def report_payload(report: RunReport) -> dict[str, Any]:
         "kind",
         "microbatch",
         "step",
-        ((pl.col("start_ns") - origin) / _NS_PER_MS).alias("start"),
-        ((pl.col("end_ns") - origin) / _NS_PER_MS).alias("end"),
+        *in_ms(["start_ns", "end_ns"], origin),
         "overlapped",
     ).to_dicts()
     return {
-        "format_version": REPORT_FORMAT_VERSION,
-        "time_unit": "ms",
-        "run": run_summary(report.run),
-        "definitions": DEFINITIONS,
+        **_document_head(report.run),
         "ranks": ranks,
         "steps": steps,
         "schedule": schedule,

@@ -16,6 +16,8 @@ sum(bubble) / sum(window).
 | window_ns, busy_ns, bubble_ns | Int64 | as defined above, ns |
 | bubble_fraction | Float64 | bubble_ns / window_ns |
 | F, B, I, W | UInt32 | actions of each kind the rank ran in the step |
+
+Not for: reading the actions (``tracekit.analysis.realized``) or GPU busy time (``tracekit.gpu.breakdown``).
 """
 
 from __future__ import annotations
@@ -37,9 +39,8 @@ def step_utilization(actions: pl.DataFrame) -> pl.DataFrame:
     """Busy, bubble and action counts per (rank, step) of a realized-schedule frame."""
     windows = step_windows(actions)
     busy = covered_ns(actions, ["rank", "step"]).rename({"covered_ns": "busy_ns"})
-    counts = (
-        actions.group_by("rank", "step")
-        .agg(*((pl.col("kind") == code).sum().alias(code) for code in KIND_CODES))
+    counts = actions.group_by("rank", "step").agg(
+        *((pl.col("kind") == code).sum().alias(code) for code in KIND_CODES)
     )
     return (
         busy.join(windows, on="step")

@@ -25,3 +25,43 @@ out_option = click.option(
     default=None,
     help="Also write result.json and one Parquet file per table into this directory.",
 )
+
+meta_option = click.option(
+    "--meta",
+    "meta",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Job metadata YAML of an op-table (default: the one meta*.yaml beside it).",
+)
+
+COST_HELP = "cost of one micro-batch through one rank's share of the model (a stage of a v-chunk schedule costs it / v)"
+
+
+def cost_options(command: click.Command) -> click.Command:
+    """The --f/--b/--w/--fb/--comm options shared by simulate and sweep."""
+    options = (
+        click.option("--f", "f", type=float, default=1.0, show_default=True, help=f"Forward: {COST_HELP}."),
+        click.option(
+            "--b",
+            "b",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="Backward for inputs (Zero Bubble's T_B); a full backward costs b + w.",
+        ),
+        click.option("--w", "w", type=float, default=1.0, show_default=True, help="Backward for weights."),
+        click.option(
+            "--fb", "fb", type=float, default=None, help="Overlapped F&B chunk [default: f + b + w]."
+        ),
+        click.option(
+            "--comm",
+            "comm",
+            type=float,
+            default=0.0,
+            show_default=True,
+            help="Latency per hop between ranks.",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command

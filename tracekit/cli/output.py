@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,6 @@ import orjson
 import polars as pl
 from rich.console import Console
 from rich.table import Table as RichTable
-
 
 _UNBOUNDED_WIDTH = 400
 """Console width when stdout is not a terminal: wide enough that no table is truncated."""
@@ -50,7 +49,7 @@ class Result:
 
     payload: dict[str, Any]
     tables: tuple[Table, ...] = ()
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
 
 
 def _json_default(value: Any) -> Any:

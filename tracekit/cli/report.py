@@ -6,13 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.analysis.report import (
-    DEFINITIONS,
-    REPORT_FORMAT_VERSION,
-    rank_table,
-    report_payload,
-    run_summary,
-)
+from tracekit.analysis.report import DEFINITIONS, rank_table
 from tracekit.cli.options import format_option, out_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.cli.progress import load_run_with_progress
@@ -24,7 +18,7 @@ from tracekit.gpu.report import (
     FullReport,
     breakdown_table,
     build_run_report,
-    gpu_payload,
+    full_report_payload,
     hta_payload,
     overlap_table,
     stream_table,
@@ -38,20 +32,7 @@ def _notes(definitions: dict[str, str], unit: str) -> tuple[str, ...]:
 
 def _report_result(trace_dir: Path, report: FullReport) -> Result:
     run = report.run
-    if report.pipeline is not None:
-        payload = report_payload(report.pipeline)
-    else:
-        payload = {
-            "format_version": REPORT_FORMAT_VERSION,
-            "time_unit": "ms",
-            "run": run_summary(run),
-            "definitions": DEFINITIONS,
-            "ranks": [],
-            "steps": [],
-            "schedule": [],
-        }
-    payload["gpu"] = gpu_payload(report.gpu) if report.gpu is not None else None
-    payload["warnings"] = list(report.warnings)
+    payload = full_report_payload(report)
     title = f"{trace_dir}: {payload['run']['schedule'] or 'run'}, {run.world_size} ranks"
     if run.partial:
         title += " [PARTIAL]"

@@ -7,44 +7,12 @@ from pathlib import Path
 import click
 import polars as pl
 
-from tracekit.cli.options import format_option, out_option
+from tracekit.cli.options import cost_options, format_option, out_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.schedule.engine import simulate
 from tracekit.schedule.metrics import DEFINITIONS, summarize
 from tracekit.schedule.registry import GENERATORS, generate
 from tracekit.schedule.sweep import ShareCosts, share_costs
-
-COST_HELP = "cost of one micro-batch through one rank's share of the model (a stage of a v-chunk schedule costs it / v)"
-
-
-def cost_options(command: click.Command) -> click.Command:
-    """The --f/--b/--w/--fb/--comm options shared by simulate and sweep."""
-    options = (
-        click.option("--f", "f", type=float, default=1.0, show_default=True, help=f"Forward: {COST_HELP}."),
-        click.option(
-            "--b",
-            "b",
-            type=float,
-            default=1.0,
-            show_default=True,
-            help="Backward for inputs (Zero Bubble's T_B); a full backward costs b + w.",
-        ),
-        click.option("--w", "w", type=float, default=1.0, show_default=True, help="Backward for weights."),
-        click.option(
-            "--fb", "fb", type=float, default=None, help="Overlapped F&B chunk [default: f + b + w]."
-        ),
-        click.option(
-            "--comm",
-            "comm",
-            type=float,
-            default=0.0,
-            show_default=True,
-            help="Latency per hop between ranks.",
-        ),
-    )
-    for option in reversed(options):
-        command = option(command)
-    return command
 
 
 @click.command("simulate")

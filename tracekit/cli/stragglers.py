@@ -6,10 +6,9 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.options import format_option, out_option
+from tracekit.cli.options import format_option, meta_option, out_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.cli.progress import load_run_with_progress
-from tracekit.cli.whatif import meta_option
 from tracekit.stragglers.report import NOTES, score_table, stragglers_payload
 from tracekit.stragglers.scoring import StragglerConfig, score_stragglers
 from tracekit.whatif.inputs import load_case

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.options import format_option, out_option
+from tracekit.cli.options import cost_options, format_option, out_option
 from tracekit.cli.output import Format, Result, Table, emit
-from tracekit.cli.simulate import cost_options
 from tracekit.schedule.metrics import DEFINITIONS
 from tracekit.schedule.sweep import SWEEP_DEFINITIONS, ShareCosts, StepEconomics, compare_to_baseline, sweep
 

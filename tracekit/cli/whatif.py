@@ -6,21 +6,13 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.options import format_option, out_option
+from tracekit.cli.options import format_option, meta_option, out_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.cli.progress import load_run_with_progress
 from tracekit.whatif.attribution import what_if
 from tracekit.whatif.inputs import load_case
 from tracekit.whatif.named import compare_named
 from tracekit.whatif.summary import DEFINITIONS, attribution_table, step_table, whatif_payload
-
-meta_option = click.option(
-    "--meta",
-    "meta",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Job metadata YAML of an op-table (default: the one meta*.yaml beside it).",
-)
 
 
 @click.command("whatif")

@@ -3,8 +3,9 @@
 ``analyse_gpu`` reads each rank's cached event table lazily, twice: a first pass collects the p2p
 kernels of every rank (a small table) to split their waiting from their transfer across ranks; the
 second builds each rank's timeline and reduces it to breakdown, per-stream, overlap and sub-chunk
-rows before the next rank is read. Peak memory is therefore one rank's GPU events plus the
-(small) result rows, whatever the number of ranks.
+rows (and, when given the realized schedule, projects its actions onto the GPU) before the next
+rank is read. Peak memory is therefore one rank's GPU events plus the (small) result rows,
+whatever the number of ranks.
 
 Not for: the definitions themselves (``tracekit.gpu.breakdown``, ``overlap``, ``schedule``).
 """
@@ -19,20 +20,12 @@ from tracekit.errors import TracekitError
 from tracekit.gpu.breakdown import gpu_breakdown, p2p_waits, stream_activity
 from tracekit.gpu.kernel_classes import GPU_CATEGORIES, KERNEL_PATTERNS, P2P, KernelPattern, classify
 from tracekit.gpu.overlap import comm_overlap
-from tracekit.gpu.schedule import subchunk_schedule
-from tracekit.gpu.timeline import LAUNCH_CATEGORIES, gpu_activities, gpu_timeline
+from tracekit.gpu.schedule import GpuSchedule, gpu_realized_actions, subchunk_schedule
+from tracekit.gpu.timeline import LAUNCH_CATEGORIES, STREAM_KEY_EXPRS, gpu_activities, gpu_timeline
 from tracekit.trace.run import Run
 
 _NEEDED = (*GPU_CATEGORIES, *LAUNCH_CATEGORIES, "user_annotation")
 _STREAM_KEY = ["rank", "device", "stream", "start_ns", "end_ns"]
-_RAW_STREAM_KEY = [
-    pl.col("rank"),
-    pl.coalesce("device", pl.col("pid").cast(pl.Int32())).alias("device"),
-    pl.coalesce("stream", "tid").alias("stream"),
-    pl.col("start_ns"),
-    (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
-]
-"""The stream key of ``GPU_SCHEMA`` (``tracekit.gpu.timeline``) computed from event-table rows."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +40,8 @@ class GpuAnalysis:
     """``tracekit.gpu.overlap.OVERLAP_SCHEMA``."""
     subchunks: pl.DataFrame
     """``tracekit.gpu.schedule.SUBCHUNK_SCHEMA``."""
+    gpu_actions: GpuSchedule | None
+    """The realized actions given to ``analyse_gpu`` with GPU times (``gpu_realized_actions``); else None."""
     unmatched_p2p: int
     """p2p kernels with no peer among the loaded ranks: their wait is unknown, counted as transfer."""
     warnings: tuple[str, ...]
@@ -65,27 +60,40 @@ def _rank_events(run: Run, rank: int) -> pl.DataFrame:
     return run.rank_events(rank).filter(pl.col("cat").is_in(_NEEDED)).collect()
 
 
-def analyse_gpu(run: Run, patterns: tuple[KernelPattern, ...] = KERNEL_PATTERNS) -> GpuAnalysis:
-    """GPU breakdown, per-stream activity, overlap and sub-chunk schedule of ``run``; TracekitError without GPU work."""
-    if not has_gpu_events(run):
+def analyse_gpu(
+    run: Run, patterns: tuple[KernelPattern, ...] = KERNEL_PATTERNS, actions: pl.DataFrame | None = None
+) -> GpuAnalysis:
+    """GPU breakdown, per-stream activity, overlap and sub-chunk schedule of ``run``; TracekitError without GPU work.
+
+    With realized ``actions`` (``REALIZED_SCHEMA``), also their GPU times, from the same timelines.
+    """
+    # First pass: only the p2p kernels of every rank (classified by distinct name, no launch join).
+    p2p = []
+    gpu_work = False
+    for rank in run.ranks:
+        gpu = gpu_activities(run.rank_events(rank)).select(*STREAM_KEY_EXPRS, "cat", "name").collect()
+        gpu_work = gpu_work or not gpu.is_empty()
+        p2p.append(classify(gpu, patterns).filter(pl.col("comm_class") == P2P).drop("name"))
+    if not gpu_work:
         raise TracekitError(
             "no GPU events (kernel, gpu_memcpy, gpu_memset) in any rank's trace: record with "
             "ProfilerActivity.CUDA to measure the GPU",
             run.root,
         )
-    # First pass: only the p2p kernels of every rank (classified by distinct name, no launch join).
-    p2p = []
-    for rank in run.ranks:
-        gpu = gpu_activities(run.rank_events(rank)).select(*_RAW_STREAM_KEY, "cat", "name").collect()
-        p2p.append(classify(gpu, patterns).filter(pl.col("comm_class") == P2P).drop("name"))
     waits = p2p_waits(pl.concat(p2p)).select(*_STREAM_KEY, "wait_ns", "peer_rank")
     unmatched = waits.filter(pl.col("wait_ns").is_null()).height
 
     parts: dict[str, list[pl.DataFrame]] = {"breakdown": [], "streams": [], "overlap": [], "subchunks": []}
     warnings: list[str] = []
+    projected: list[pl.DataFrame] = []
+    projection_warnings: list[str] = []
     for rank in run.ranks:
         events = _rank_events(run, rank)
         timeline = gpu_timeline(events, patterns)
+        if actions is not None:
+            on_gpu = gpu_realized_actions(actions.filter(pl.col("rank") == rank), timeline.activities)
+            projected.append(on_gpu.frame)
+            projection_warnings.extend(f"{run.root}: rank {rank}: {warning}" for warning in on_gpu.warnings)
         warnings.extend(timeline.warnings)
         if timeline.activities.is_empty():
             warnings.append(f"{run.root}: rank {rank} has no GPU events: it is left out of the GPU figures")
@@ -107,11 +115,15 @@ def analyse_gpu(run: Run, patterns: tuple[KernelPattern, ...] = KERNEL_PATTERNS)
             f"{run.root}: {unmatched} p2p (SendRecv) kernels have no peer kernel in the loaded ranks: their "
             "waiting cannot be told from transfer, so all their time counts as communication"
         )
+    gpu_actions = None
+    if actions is not None:
+        gpu_actions = GpuSchedule(pl.concat(projected).sort("rank", "start_ns"), tuple(projection_warnings))
     return GpuAnalysis(
         breakdown=pl.concat(parts["breakdown"]),
         streams=pl.concat(parts["streams"]),
         overlap=pl.concat(parts["overlap"]),
         subchunks=pl.concat(parts["subchunks"]),
+        gpu_actions=gpu_actions,
         unmatched_p2p=unmatched,
         warnings=tuple(warnings),
     )

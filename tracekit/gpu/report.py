@@ -3,8 +3,9 @@
 ``build_run_report`` decides what a run supports: schedule labels give the pipeline report
 (``tracekit.analysis.report``), with each action's times taken from the GPU work it launched when
 the traces hold GPU events; GPU events give the breakdown, per-stream, overlap and sub-chunk
-tables. A run with neither is an error. ``gpu_payload`` and ``hta_payload`` are the stable JSON
-sections (docs/gpu.md); times in ms like the rest of the report.
+tables. A run with neither is an error. ``full_report_payload`` is the report's JSON document,
+``gpu_payload`` and ``hta_payload`` the stable GPU sections (docs/gpu.md); times in ms like the
+rest of the report.
 
 Not for: computing the figures (the other ``tracekit.gpu`` modules) or printing them (the CLI).
 """
@@ -17,14 +18,16 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis.realized import realized_schedule
-from tracekit.analysis.report import RunReport
-from tracekit.analysis.utilization import rank_utilization, step_utilization
-from tracekit.errors import TracekitError
+from tracekit.analysis.report import (
+    RunReport,
+    in_ms,
+    report_of_actions,
+    report_payload,
+    unlabelled_payload,
+)
 from tracekit.gpu.analysis import GpuAnalysis, analyse_gpu, has_gpu_events
 from tracekit.gpu.hta_compat import HTA_VERSION, HtaBreakdown
 from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, KernelPattern
-from tracekit.gpu.schedule import gpu_realized_actions
-from tracekit.gpu.timeline import LAUNCH_CATEGORIES, gpu_timeline
 from tracekit.trace.labels import Role, match_labels
 from tracekit.trace.run import Run
 
@@ -48,8 +51,6 @@ HTA_DEFINITIONS = {
     "comm_comp_overlap_pct": "|nccl kernels ∩ compute kernels| / |nccl kernels|",
 }
 
-_NS_PER_MS = 1_000_000
-
 
 @dataclass(frozen=True)
 class FullReport:
@@ -68,33 +69,6 @@ def _has_schedule_labels(labels_run: Run) -> bool:
     return not labels.filter(pl.col("role").is_in([Role.ACTION.value, Role.PAIR.value])).is_empty()
 
 
-def _pipeline_on_gpu(
-    run: Run, labels_run: Run, patterns: tuple[KernelPattern, ...]
-) -> tuple[RunReport, tuple[str, ...]]:
-    realized = realized_schedule(labels_run)
-    warnings = list(realized.warnings)
-    projected = []
-    for rank in run.ranks:
-        events = run.rank_events(rank).filter(
-            pl.col("cat").is_in((*LAUNCH_CATEGORIES, "kernel", "gpu_memcpy", "gpu_memset"))
-        )
-        schedule = gpu_realized_actions(
-            realized.actions.filter(pl.col("rank") == rank), gpu_timeline(events, patterns).activities
-        )
-        projected.append(schedule.frame)
-        warnings.extend(f"{run.root}: rank {rank}: {warning}" for warning in schedule.warnings)
-    actions = pl.concat(projected).sort("rank", "start_ns")
-    per_step = step_utilization(actions)
-    report = RunReport(
-        run=labels_run,
-        actions=actions,
-        per_step=per_step,
-        per_rank=rank_utilization(per_step),
-        warnings=tuple(warnings),
-    )
-    return report, tuple(warnings)
-
-
 def build_run_report(run: Run, patterns: tuple[KernelPattern, ...] = KERNEL_PATTERNS) -> FullReport:
     """Pipeline and GPU figures of a loaded run; TracekitError when it has neither labels nor GPU events."""
     labels_run = run.restricted(("user_annotation",))
@@ -104,43 +78,43 @@ def build_run_report(run: Run, patterns: tuple[KernelPattern, ...] = KERNEL_PATT
         realized_schedule(labels_run)  # raises the one "no schedule labels" error users know
     warnings = list(run.warnings)
     pipeline = None
+    analysis = None
     if labelled and gpu:
-        pipeline, pipeline_warnings = _pipeline_on_gpu(run, labels_run, patterns)
-        warnings.extend(pipeline_warnings)
+        # One pass over each rank's GPU events gives both the GPU figures and the actions' GPU times.
+        realized = realized_schedule(labels_run)
+        analysis = analyse_gpu(run, patterns, realized.actions)
+        assert analysis.gpu_actions is not None
+        pipeline = report_of_actions(
+            labels_run, analysis.gpu_actions.frame, realized.warnings + analysis.gpu_actions.warnings
+        )
     elif labelled:
         realized = realized_schedule(labels_run)
-        per_step = step_utilization(realized.actions)
-        pipeline = RunReport(
-            labels_run, realized.actions, per_step, rank_utilization(per_step), realized.warnings
-        )
-        warnings.extend(realized.warnings)
+        pipeline = report_of_actions(labels_run, realized.actions, realized.warnings)
     else:
         warnings.append(
             f"{run.root}: no schedule labels (tracekit:…, PP:…, Forward i/Backward i): pipeline bubbles are "
             "unknown; GPU figures only"
         )
-    analysis = analyse_gpu(run, patterns) if gpu else None
+        analysis = analyse_gpu(run, patterns)
+    if pipeline is not None:
+        warnings.extend(pipeline.warnings)
     if analysis is not None:
         warnings.extend(analysis.warnings)
-    if pipeline is None and analysis is None:
-        raise TracekitError("nothing to report", run.root)
     return FullReport(run=run, pipeline=pipeline, gpu=analysis, warnings=tuple(warnings))
-
-
-def _ms(columns: list[str]) -> list[pl.Expr]:
-    return [(pl.col(column) / _NS_PER_MS).alias(column.removesuffix("_ns")) for column in columns]
 
 
 def breakdown_table(analysis: GpuAnalysis) -> pl.DataFrame:
     """Per-rank GPU breakdown in ms."""
     frame = analysis.breakdown
-    return frame.select("rank", *_ms([c for c in frame.columns if c.endswith("_ns")]), "busy_pct", "idle_pct")
+    return frame.select(
+        "rank", *in_ms([c for c in frame.columns if c.endswith("_ns")]), "busy_pct", "idle_pct"
+    )
 
 
 def overlap_table(analysis: GpuAnalysis) -> pl.DataFrame:
     """Per-rank, per-class communication overlap in ms."""
     return analysis.overlap.select(
-        "rank", "comm_class", *_ms(["comm_ns", "overlap_ns", "exposed_ns"]), "overlap_pct"
+        "rank", "comm_class", *in_ms(["comm_ns", "overlap_ns", "exposed_ns"]), "overlap_pct"
     )
 
 
@@ -152,7 +126,7 @@ def stream_table(analysis: GpuAnalysis) -> pl.DataFrame:
         "device",
         "stream",
         "activities",
-        *_ms([c for c in frame.columns if c.endswith("_ns")]),
+        *in_ms([c for c in frame.columns if c.endswith("_ns")]),
         "busy_pct",
     )
 
@@ -161,12 +135,9 @@ def subchunk_table(analysis: GpuAnalysis) -> pl.DataFrame:
     """The sub-chunk schedule in ms, times relative to the rank's first sub-chunk label."""
     frame = analysis.subchunks
     origin = pl.col("cpu_start_ns").min().over("rank")
-    relative = [
-        ((pl.col(c) - origin) / _NS_PER_MS).alias(c.removesuffix("_ns"))
-        for c in ("cpu_start_ns", "cpu_end_ns", "gpu_start_ns", "gpu_end_ns")
-    ]
+    relative = in_ms(["cpu_start_ns", "cpu_end_ns", "gpu_start_ns", "gpu_end_ns"], origin)
     return frame.select(
-        "rank", "index", "op", "kind", *relative, *_ms(["gpu_busy_ns", "compute_ns", "comm_ns"]), "kernels"
+        "rank", "index", "op", "kind", *relative, *in_ms(["gpu_busy_ns", "compute_ns", "comm_ns"]), "kernels"
     )
 
 
@@ -180,6 +151,17 @@ def gpu_payload(analysis: GpuAnalysis) -> dict[str, Any]:
         "subchunks": subchunk_table(analysis).to_dicts(),
         "unmatched_p2p_kernels": analysis.unmatched_p2p,
     }
+
+
+def full_report_payload(report: FullReport) -> dict[str, Any]:
+    """The JSON document of ``tracekit report``: the pipeline report's (docs/report.md), its ``gpu`` section."""
+    if report.pipeline is not None:
+        payload = report_payload(report.pipeline)
+    else:
+        payload = unlabelled_payload(report.run)
+    payload["gpu"] = gpu_payload(report.gpu) if report.gpu is not None else None
+    payload["warnings"] = list(report.warnings)
+    return payload
 
 
 def hta_payload(run: Run, hta: HtaBreakdown) -> dict[str, Any]:

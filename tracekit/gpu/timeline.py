@@ -44,6 +44,15 @@ GPU_SCHEMA: dict[str, pl.DataType] = {
 ``args`` lack them; ``correlation`` and ``launch_ns`` (start of the launching CPU call, ns) are null
 when the trace does not link the activity to a launch; ``comm_class`` is null unless communication."""
 
+STREAM_KEY_EXPRS: tuple[pl.Expr, ...] = (
+    pl.col("rank"),
+    pl.coalesce("device", pl.col("pid").cast(pl.Int32())).alias("device"),
+    pl.coalesce("stream", "tid").alias("stream"),
+    pl.col("start_ns"),
+    (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
+)
+"""The key of a GPU activity (rank, device, stream, start, end) computed from event-table rows."""
+
 OVERLAP_TOLERANCE_NS = 1_000
 """Same-stream overlaps up to this are clock rounding (Kineto's µs export), not a broken trace."""
 
@@ -96,18 +105,7 @@ def gpu_timeline(
     """Classified GPU activities of ``events`` (event-table rows) with their CPU launch times."""
     raw = (
         gpu_activities(events)
-        .select(
-            "rank",
-            pl.coalesce("device", pl.col("pid").cast(pl.Int32())).alias(
-                "device"
-            ),  # same key as analysis._RAW_STREAM_KEY
-            pl.coalesce("stream", "tid").alias("stream"),
-            "cat",
-            "name",
-            "start_ns",
-            (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
-            "correlation",
-        )
+        .select(*STREAM_KEY_EXPRS, "cat", "name", "correlation")
         .join(_launches(events), on=["rank", "correlation"], how="left")
         .collect()
     )

@@ -5,6 +5,8 @@ span means (a step, an action, an overlapped pair, a communication wait, a sub-c
 as DeepSeek's ``attn(F)``) and how trusted it is
 when two formats label the same action. docs/labels.md documents the grammar; to teach tracekit a
 new format, add a row to ``LABEL_FORMATS``.
+
+Not for: turning matched labels into the realized schedule (``tracekit.analysis.realized``).
 """
 
 from __future__ import annotations

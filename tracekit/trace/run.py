@@ -29,7 +29,7 @@ import polars as pl
 
 from tracekit.errors import TracekitError
 from tracekit.trace.kineto import TraceInfo, read_trace
-from tracekit.trace.schema import EVENT_SCHEMA, EVENT_SCHEMA_VERSION, validate_events
+from tracekit.trace.schema import EVENT_SCHEMA, EVENT_SCHEMA_VERSION, empty_events, validate_events
 
 MANIFEST_NAME = "run.json"
 CACHE_DIR_NAME = ".tracekit-cache"
@@ -80,7 +80,7 @@ class Run:
         frames = [
             self.rank_events(rank).filter(pl.col("cat").is_in(categories)).collect() for rank in self.ranks
         ]
-        view.__dict__["events"] = pl.concat(frames) if frames else pl.DataFrame(schema=EVENT_SCHEMA)
+        view.__dict__["events"] = pl.concat(frames) if frames else empty_events()
         return view
 
     @property
@@ -153,16 +153,16 @@ def _cache_dir(root: Path) -> Path:
         return fallback
 
 
-def _cache_key(path: Path) -> str:
+def _cache_paths(path: Path, cache_dir: Path) -> tuple[Path, Path]:
+    """(event table, trace facts) cache files of ``path``, keyed by its size, mtime and the schema version."""
     stat = path.stat()
-    return f"{path.name}.{stat.st_size}-{stat.st_mtime_ns}-v{EVENT_SCHEMA_VERSION}"
+    key = f"{path.name}.{stat.st_size}-{stat.st_mtime_ns}-v{EVENT_SCHEMA_VERSION}"
+    return cache_dir / f"{key}.parquet", cache_dir / f"{key}.info.json"
 
 
 def _cached(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo] | None:
     """The fresh cached table and facts of ``path``, or None when it must be parsed."""
-    key = _cache_key(path)
-    table_path = cache_dir / f"{key}.parquet"
-    info_path = cache_dir / f"{key}.info.json"
+    table_path, info_path = _cache_paths(path, cache_dir)
     if not (table_path.exists() and info_path.exists()):
         return None
     fields = orjson.loads(info_path.read_bytes())
@@ -174,9 +174,7 @@ def _ingest(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo]:
     cached = _cached(path, cache_dir)
     if cached is not None:
         return cached
-    key = _cache_key(path)
-    table_path = cache_dir / f"{key}.parquet"
-    info_path = cache_dir / f"{key}.info.json"
+    table_path, info_path = _cache_paths(path, cache_dir)
     frame, info = read_trace(path)
     partial = table_path.with_suffix(f".tmp-{os.getpid()}")
     # Every row group mixes all categories and streams, so min/max statistics would prune nothing

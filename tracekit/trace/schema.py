@@ -17,6 +17,8 @@ has one, so ranks of one host share a time axis.
 | external_id | Int64 | ``args["External id"]``: links GPU work to the CPU op | event has none |
 | device | Int32 | GPU index (``args.device``) | a CPU event |
 | stream | Int64 | CUDA stream (``args.stream``) | a CPU event |
+
+Not for: reading trace files (``tracekit.trace.kineto``) or what the events mean (``tracekit.analysis``).
 """
 
 from __future__ import annotations
