@@ -68,7 +68,7 @@ def _rank_table(manifest: dict) -> pl.DataFrame:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
 def command(ctx: click.Context, out_dir: Path, steps: str, fmt: Format, command: tuple[str, ...]) -> None:
-    """Run COMMAND (e.g. torchrun ... train.py) and capture one trace per rank, without changing its code."""
+    """Run COMMAND (python or torchrun) and capture one trace per rank, without changing its code."""
     try:
         outcome = record(command, out_dir, steps)
     except OSError as error:

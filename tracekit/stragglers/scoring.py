@@ -197,7 +197,12 @@ def score_stragglers(case: ReplayCase, config: StragglerConfig | None = None) ->
     return (
         table.select(list(SCORE_SCHEMA))
         .cast(SCORE_SCHEMA)  # type: ignore[arg-type]
-        .sort(["flagged", "saving_ms", "score"], descending=[True, True, False], nulls_last=True)
+        # rank, kind and work break ties, so the order is the same on every run.
+        .sort(
+            ["flagged", "saving_ms", "score", "rank", "kind", "work"],
+            descending=[True, True, False, False, False, False],
+            nulls_last=True,
+        )
     )
 
 
