@@ -21,13 +21,13 @@ from typing import Any
 _EXPORTS: dict[str, str] = {
     "Capture": "collectors.capture",
     "CaptureConfig": "collectors.capture",
-    "MicrobatchPath": "collectors.capture",
-    "ScheduleInfo": "collectors.capture",
+    "MicrobatchPath": "collectors.manifest",
+    "ScheduleInfo": "collectors.manifest",
     "mark": "collectors.capture",
     "mark_comm": "collectors.capture",
     "mark_pair": "collectors.capture",
     "step": "collectors.capture",
-    "write_manifest": "collectors.manifest",
+    "write_manifest": "collectors.merge",
 }
 
 __all__ = [

@@ -26,10 +26,9 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -37,48 +36,16 @@ from torch.autograd.profiler import record_function
 
 from collectors import labels
 from collectors.files import gzip_file_atomic, report, write_json_atomic
+from collectors.manifest import (
+    RankMeta,
+    RankStatus,
+    RankSteps,
+    ScheduleInfo,
+    sidecar_name,
+    trace_name,
+)
+from collectors.typed_json import to_json
 from collectors.window import DEFAULT_STEPS, parse_steps
-
-SIDECAR_FORMAT = "tracekit-rank-meta/1"
-
-
-@dataclass(frozen=True)
-class MicrobatchPath:
-    """Micro-batches ``[first_microbatch, stop_microbatch)`` enter at ``first_stage`` and leave after ``last_stage``."""
-
-    first_microbatch: int
-    stop_microbatch: int
-    first_stage: int
-    last_stage: int
-
-
-@dataclass(frozen=True)
-class ScheduleInfo:
-    """What one rank knows about the pipeline schedule it runs; goes into its sidecar."""
-
-    class_name: str
-    """The schedule's class, e.g. ``ScheduleDualPipeV``."""
-    name: str
-    """Normalized name, e.g. ``dualpipev``: patch_torch.SCHEDULE_NAMES, or ``dualpipe`` for DeepSeek's DualPipe."""
-    pp_size: int
-    """Pipeline ranks."""
-    num_stages: int
-    """Global stages (stage indices run 0..num_stages-1)."""
-    microbatches: int
-    """Micro-batches per step."""
-    stages: tuple[int, ...]
-    """Global stage indices this rank runs."""
-    paths: tuple[MicrobatchPath, ...]
-    """Which micro-batches flow through which stages (DualPipe has two directions)."""
-    stage_numbering: str = "torch.distributed.pipelining stage_index"
-    """How stage indices were assigned."""
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON form for the sidecar."""
-        payload = asdict(self)
-        payload["class"] = payload.pop("class_name")
-        return payload
-
 
 @dataclass(frozen=True)
 class CaptureConfig:
@@ -229,7 +196,7 @@ class Recorder:
         profiler, self._profiler = self._profiler, None
         self.labelling = False
         assert profiler is not None
-        name = f"rank{self._rank}.json.gz" if complete else f"rank{self._rank}.partial.json.gz"
+        name = trace_name(self._rank, complete)
         target = self.config.out_dir / name
         try:
             profiler.stop()
@@ -259,31 +226,27 @@ class Recorder:
         with contextlib.suppress(OSError):
             self._write_sidecar("failed")
 
-    def _write_sidecar(self, status: str, trace: str | None = None) -> None:
-        path = self.config.out_dir / f"rank{self._rank}.meta.json"
-        write_json_atomic(
-            path,
-            {
-                "format": SIDECAR_FORMAT,
-                "run_id": self.config.run_id,
-                "rank": self._rank,
-                "world_size": self._world_size,
-                "local_rank": _int_env("LOCAL_RANK"),
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "torch_version": torch.__version__,
-                "status": status,
-                "trace": trace,
-                "problems": list(self._problems),
-                "steps": {
-                    "requested": [self.config.first_step, self.config.stop_step],
-                    "captured": [self.config.first_step, self.config.first_step + self._captured],
-                },
-                "schedule": None if self._schedule is None else self._schedule.to_json(),
-                "started_unix_ns": self._started_unix_ns,
-                "written_unix_ns": time.time_ns(),
-            },
+    def _write_sidecar(self, status: RankStatus, trace: str | None = None) -> None:
+        meta = RankMeta(
+            run_id=self.config.run_id,
+            rank=self._rank,
+            world_size=self._world_size,
+            local_rank=_int_env("LOCAL_RANK"),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            torch_version=torch.__version__,
+            status=status,
+            trace=trace,
+            problems=tuple(self._problems),
+            steps=RankSteps(
+                requested=(self.config.first_step, self.config.stop_step),
+                captured=(self.config.first_step, self.config.first_step + self._captured),
+            ),
+            schedule=self._schedule,
+            started_unix_ns=self._started_unix_ns,
+            written_unix_ns=time.time_ns(),
         )
+        write_json_atomic(self.config.out_dir / sidecar_name(self._rank), to_json(meta))
 
 
 def _int_env(name: str) -> int | None:

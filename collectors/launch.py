@@ -20,10 +20,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from collectors.files import report
-from collectors.manifest import CAPTURE_FILES, write_manifest
+from collectors.manifest import CAPTURE_FILES, MANIFEST_NAME, Manifest
+from collectors.merge import write_manifest
 
 INJECT_DIR = Path(__file__).resolve().parent / "inject"
 """Holds the sitecustomize.py that every Python process of the job runs at start-up."""
@@ -34,7 +34,7 @@ class RecordOutcome:
     """What ``record`` did: the command's exit status and the merged manifest (None if none was written)."""
 
     exit_code: int
-    manifest: dict[str, Any] | None
+    manifest: Manifest | None
 
 
 def _writable(out_dir: Path) -> str | None:
@@ -96,6 +96,6 @@ def record(command: Sequence[str], out_dir: Path, steps: str) -> RecordOutcome:
     try:
         manifest = write_manifest(out_dir, run_id=run_id, command=command, exit_code=exit_code)
     except OSError as error:
-        report(f"cannot write {out_dir / 'run.json'}: {error}")
+        report(f"cannot write {out_dir / MANIFEST_NAME}: {error}")
         return RecordOutcome(exit_code, None)
     return RecordOutcome(exit_code, manifest)

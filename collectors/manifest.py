@@ -1,151 +1,294 @@
-"""Merge the ranks' sidecars (``rank{r}.meta.json``) of a capture directory into ``run.json``.
+"""The capture's file contract: names, the per-rank sidecar and the run manifest (``run.json``), typed.
 
-``tracekit record`` calls ``write_manifest`` after the job exits; jobs captured with
-``collectors.Capture`` call it themselves once every rank is done (e.g. from the launcher). A rank
-is complete only if its sidecar says so and its trace file exists; a rank with no sidecar, or one
-still saying ``capturing`` (it died inside the window), is listed as incomplete with the reason.
-Standard library only; never reads the traces themselves.
+One schema, written by the collectors and read by the analysis (``tracekit.trace.run``): every field
+of ``rank{r}.meta.json`` (``RankMeta``) and of ``run.json`` (``Manifest``) is declared here once, as a
+frozen dataclass, and ``parse_manifest`` / ``parse_rank_meta`` check a file against it (one
+``SchemaError`` line naming the field at fault). To add a field: declare it with a default (files
+written before it existed still read), fill it where the sidecars are merged (``collectors.merge``)
+or written (``collectors.capture``), and document it in its docstring. A change that old readers
+cannot ignore bumps the format's version.
+
+Not for merging sidecars (``collectors.merge``) nor for writing them (``collectors.capture``).
+Standard library only: imported inside training jobs and by the torch-free analysis.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from collectors.files import read_json, write_json_atomic
+from collectors.typed_json import SchemaError, from_json, to_json
 
-MANIFEST_FORMAT = "tracekit-run/1"
 MANIFEST_NAME = "run.json"
+"""The run manifest's file name, beside the rank traces."""
+MANIFEST_FORMAT = "tracekit-run/1"
+"""``format`` of run.json; readers accept this version only."""
+SIDECAR_FORMAT = "tracekit-rank-meta/1"
+"""``format`` of a rank's sidecar."""
 SIDECAR = re.compile(r"^rank(\d+)\.meta\.json$")
+"""A rank's sidecar file name; group 1 is the rank."""
 CAPTURE_FILES = re.compile(r"^(rank\d+(\.partial)?\.json\.gz|rank\d+\.meta\.json|run\.json)$")
 """Every file name a capture writes: what ``tracekit record`` clears from a reused directory."""
 
-_WHY_INCOMPLETE: dict[str, str] = {
-    "capturing": "the rank stopped while capturing (it died or was killed); no trace was written",
-    "partial": "the job ended inside the capture window; the trace holds fewer steps than requested",
-    "failed": "the collector could not write this rank's trace",
-}
+RankStatus = Literal["capturing", "complete", "partial", "failed"]
+"""A sidecar's status: inside the window, done, the job ended inside the window, the write failed."""
+EntryStatus = Literal["capturing", "complete", "partial", "failed", "missing"]
+"""A rank's status in run.json: its sidecar's, or ``missing`` when it wrote none."""
 
 
-def _rank_entry(rank: int, meta: dict[str, Any] | None, out_dir: Path) -> dict[str, Any]:
-    if meta is None:
-        return {
-            "rank": rank,
-            "complete": False,
-            "trace": None,
-            "stages": None,
-            "host": None,
-            "status": "missing",
-            "problems": ["no sidecar: the rank never reached the capture window, or died before it"],
-        }
-    status = meta.get("status")
-    trace = meta.get("trace")
-    problems = list(meta.get("problems", []))
-    complete = status == "complete" and trace is not None and (out_dir / trace).is_file()
-    if status in _WHY_INCOMPLETE:
-        problems.insert(0, _WHY_INCOMPLETE[status])
-    elif not complete:
-        problems.insert(0, f"trace file {trace} is missing")
-    return {
-        "rank": rank,
-        "complete": complete,
-        "trace": trace if trace is not None and (out_dir / trace).is_file() else None,
-        "stages": (meta.get("schedule") or {}).get("stages"),
-        "host": meta.get("host"),
-        "status": status,
-        "problems": problems,
-    }
+def sidecar_name(rank: int) -> str:
+    """File name of rank ``rank``'s sidecar."""
+    return f"rank{rank}.meta.json"
 
 
-def _agreed(values: list[Any], what: str, problems: list[str]) -> Any:
-    distinct = [value for index, value in enumerate(values) if value not in values[:index]]
-    if len(distinct) > 1:
-        problems.append(f"ranks disagree on {what}: {distinct}")
-    return distinct[0] if distinct else None
+def trace_name(rank: int, complete: bool) -> str:
+    """File name of rank ``rank``'s trace: ``rank{r}.json.gz``, or ``rank{r}.partial.json.gz``."""
+    return f"rank{rank}.json.gz" if complete else f"rank{rank}.partial.json.gz"
 
 
-def build_manifest(
-    out_dir: Path,
-    *,
-    run_id: str | None = None,
-    command: Sequence[str] | None = None,
-    exit_code: int | None = None,
-) -> dict[str, Any]:
-    """The run.json payload for ``out_dir``; sidecars of another ``run_id`` (when given) are ignored."""
-    problems: list[str] = []
-    metas: dict[int, dict[str, Any]] = {}
-    for path in sorted(out_dir.iterdir()) if out_dir.is_dir() else []:
-        match = SIDECAR.match(path.name)
-        if match is None:
-            continue
-        try:
-            meta = read_json(path)
-        except (OSError, ValueError) as error:
-            problems.append(f"unreadable sidecar {path.name}: {error}")
-            continue
-        if run_id is not None and meta.get("run_id") != run_id:
-            problems.append(f"ignored {path.name}: it belongs to another run")
-            continue
-        metas[int(match[1])] = meta
-    world_size = max([meta.get("world_size", 0) for meta in metas.values()] + [max(metas, default=-1) + 1])
-    if not metas:
-        problems.append(
-            "no rank wrote a sidecar: the job failed before the capture window, or ran fewer steps"
+@dataclass(frozen=True)
+class MicrobatchPath:
+    """Micro-batches ``[first_microbatch, stop_microbatch)`` enter at ``first_stage`` and leave after ``last_stage``."""
+
+    first_microbatch: int
+    stop_microbatch: int
+    first_stage: int
+    last_stage: int
+
+
+@dataclass(frozen=True)
+class RunSchedule:
+    """The pipeline schedule every rank of a run agrees on."""
+
+    class_name: str = field(metadata={"json": "class"})
+    """The schedule's class, e.g. ``ScheduleDualPipeV``."""
+    name: str
+    """Normalized name, e.g. ``dualpipev``: the simulator's names (``tracekit.schedule.registry``) where it knows one."""
+    pp_size: int
+    """Pipeline ranks."""
+    num_stages: int
+    """Global stages (stage indices run 0..num_stages-1)."""
+    microbatches: int
+    """Micro-batches per step."""
+    paths: tuple[MicrobatchPath, ...]
+    """Which micro-batches flow through which stages (DualPipe has two directions)."""
+    stage_numbering: str = "torch.distributed.pipelining stage_index"
+    """How stage indices were assigned."""
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """What one rank knows about the pipeline schedule it runs; goes into its sidecar."""
+
+    class_name: str = field(metadata={"json": "class"})
+    """The schedule's class, e.g. ``ScheduleDualPipeV``."""
+    name: str
+    """Normalized name, e.g. ``dualpipev``: patch_torch.SCHEDULE_NAMES, or ``dualpipe`` for DeepSeek's DualPipe."""
+    pp_size: int
+    """Pipeline ranks."""
+    num_stages: int
+    """Global stages (stage indices run 0..num_stages-1)."""
+    microbatches: int
+    """Micro-batches per step."""
+    stages: tuple[int, ...]
+    """Global stage indices this rank runs."""
+    paths: tuple[MicrobatchPath, ...]
+    """Which micro-batches flow through which stages (DualPipe has two directions)."""
+    stage_numbering: str = "torch.distributed.pipelining stage_index"
+    """How stage indices were assigned."""
+
+    def run_schedule(self) -> RunSchedule:
+        """The run-wide part (everything but this rank's stages)."""
+        return RunSchedule(
+            self.class_name,
+            self.name,
+            self.pp_size,
+            self.num_stages,
+            self.microbatches,
+            self.paths,
+            self.stage_numbering,
         )
-    ranks = [_rank_entry(rank, metas.get(rank), out_dir) for rank in range(world_size)]
-    schedules = [meta["schedule"] for meta in metas.values() if meta.get("schedule")]
-    schedule_keys = ("class", "name", "pp_size", "num_stages", "microbatches", "paths", "stage_numbering")
-    schedule = _agreed(
-        [{key: s.get(key) for key in schedule_keys} for s in schedules], "the schedule", problems
-    )
-    steps = _agreed(
-        [meta.get("steps") for meta in metas.values() if meta.get("status") == "complete"], "steps", problems
-    )
-    requested = _agreed(
-        [meta.get("steps", {}).get("requested") for meta in metas.values()], "steps requested", problems
-    )
-    return {
-        "format": MANIFEST_FORMAT,
-        "run_id": run_id,
-        "complete": bool(ranks) and all(entry["complete"] for entry in ranks),
-        "world_size": world_size,
-        "schedule": schedule,
-        "pp_size": None if schedule is None else schedule["pp_size"],
-        "microbatches": None if schedule is None else schedule["microbatches"],
-        "rank_to_stages": {
-            str(rank): meta["schedule"]["stages"]
-            for rank, meta in sorted(metas.items())
-            if meta.get("schedule")
-        },
-        "steps": {
-            "requested": requested,
-            "captured": None if steps is None else steps["captured"],
-            "note": "tracekit:step#n is job step requested[0] + n (steps count step() calls from 0)",
-        },
-        "torch_version": _agreed(
-            [meta.get("torch_version") for meta in metas.values()], "torch version", problems
-        ),
-        "hosts": sorted({meta["host"] for meta in metas.values() if meta.get("host")}),
-        "ranks": ranks,
-        "command": list(command) if command is not None else None,
-        "exit_code": exit_code,
-        "problems": problems,
-        "written_unix_ns": time.time_ns(),
-    }
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON form for the sidecar."""
+        return to_json(self)
 
 
-def write_manifest(
-    out_dir: str | Path,
-    *,
-    run_id: str | None = None,
-    command: Sequence[str] | None = None,
-    exit_code: int | None = None,
-) -> dict[str, Any]:
-    """Merge the sidecars of ``out_dir`` into ``out_dir/run.json`` (atomically); returns the payload."""
-    out_dir = Path(out_dir)
-    manifest = build_manifest(out_dir, run_id=run_id, command=command, exit_code=exit_code)
-    write_json_atomic(out_dir / MANIFEST_NAME, manifest)
+@dataclass(frozen=True)
+class RankSteps:
+    """A rank's step window: steps count ``step()`` calls from 0; ranges are ``[first, stop)``."""
+
+    requested: tuple[int, int | None]
+    """The window asked for; stop None keeps every step until the process ends."""
+    captured: tuple[int, int]
+    """The steps this rank's trace holds."""
+
+
+@dataclass(frozen=True)
+class RankMeta:
+    """``rank{r}.meta.json``: what one rank knows of its capture; rewritten as its status changes."""
+
+    rank: int
+    """Global rank."""
+    world_size: int
+    """Ranks of the job, as this rank saw them."""
+    status: RankStatus
+    """Where this rank's capture stands."""
+    format: str = SIDECAR_FORMAT
+    """Sidecar format and version."""
+    run_id: str | None = None
+    """The ``tracekit record`` run this sidecar belongs to; None for ``Capture`` in Python."""
+    local_rank: int | None = None
+    """LOCAL_RANK of the process, when set."""
+    host: str | None = None
+    """Host name."""
+    pid: int | None = None
+    """Process id."""
+    torch_version: str | None = None
+    """torch.__version__ of the job."""
+    trace: str | None = None
+    """The trace file's name in the capture directory, once written."""
+    problems: tuple[str, ...] = ()
+    """What went wrong on this rank, one sentence each."""
+    steps: RankSteps | None = None
+    """The step window."""
+    schedule: ScheduleInfo | None = None
+    """The schedule this rank ran, when a patched schedule or the config described it."""
+    started_unix_ns: int | None = None
+    """When the window opened (wall clock)."""
+    written_unix_ns: int | None = None
+    """When this sidecar was written (wall clock)."""
+
+
+@dataclass(frozen=True)
+class RankEntry:
+    """One rank of ``run.json``: whether its trace is there and complete, and why not."""
+
+    rank: int
+    """Global rank."""
+    complete: bool
+    """True when the rank's sidecar says complete and its trace file exists."""
+    trace: str | None
+    """The trace file's name, when it exists."""
+    stages: tuple[int, ...] | None
+    """Global stages the rank ran; None when unknown."""
+    host: str | None
+    """Host name; None when unknown."""
+    status: EntryStatus
+    """The sidecar's status, or ``missing``."""
+    problems: tuple[str, ...] = ()
+    """Why the rank is incomplete first, then the rank's own problems."""
+
+
+STEPS_NOTE = "tracekit:step#n is job step requested[0] + n (steps count step() calls from 0)"
+
+
+@dataclass(frozen=True)
+class RunSteps:
+    """The run's step window, agreed by its complete ranks."""
+
+    requested: tuple[int, int | None] | None = None
+    """The window asked for; None when the ranks disagree or none reported one."""
+    captured: tuple[int, int] | None = None
+    """The steps the complete ranks' traces hold; None when they disagree or none is complete."""
+    note: str = STEPS_NOTE
+    """How trace step labels map to job steps."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """``run.json``: the merged facts of one capture, written once every rank is done."""
+
+    world_size: int
+    """Ranks of the job."""
+    complete: bool
+    """True when every rank's trace is complete."""
+    ranks: tuple[RankEntry, ...]
+    """One entry per rank, ``ranks[r].rank == r``."""
+    format: str = MANIFEST_FORMAT
+    """Manifest format and version."""
+    run_id: str | None = None
+    """The ``tracekit record`` run; None when merged without one."""
+    schedule: RunSchedule | None = None
+    """The schedule all ranks agree on; None when none described one or they disagree."""
+    pp_size: int | None = None
+    """Pipeline ranks (``schedule.pp_size``)."""
+    microbatches: int | None = None
+    """Micro-batches per step (``schedule.microbatches``)."""
+    rank_to_stages: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """Rank -> the global stages it ran, for ranks that described their schedule."""
+    steps: RunSteps = RunSteps()
+    """The step window."""
+    torch_version: str | None = None
+    """torch.__version__ the ranks agree on."""
+    hosts: tuple[str, ...] = ()
+    """Host names, sorted."""
+    command: tuple[str, ...] | None = None
+    """The command ``tracekit record`` ran."""
+    exit_code: int | None = None
+    """Its exit status (128 + signal when killed)."""
+    problems: tuple[str, ...] = ()
+    """Run-wide problems found while merging (unreadable sidecars, disagreeing ranks...)."""
+    written_unix_ns: int | None = None
+    """When run.json was written (wall clock)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON form, as written to run.json."""
+        return to_json(self)
+
+    def entry(self, rank: int) -> RankEntry | None:
+        """Rank ``rank``'s entry, or None when the manifest has none."""
+        return self.ranks[rank] if 0 <= rank < len(self.ranks) else None
+
+
+def parse_manifest(payload: Any) -> Manifest:
+    """Check a run.json payload against the schema; SchemaError naming the first fault."""
+    if not isinstance(payload, dict):
+        raise SchemaError("expected a JSON object")
+    version = payload.get("format")
+    if version != MANIFEST_FORMAT:
+        raise SchemaError(f"format {version!r} is not {MANIFEST_FORMAT!r} (written by another tracekit?)")
+    manifest = from_json(Manifest, payload)
+    if manifest.world_size < 0 or len(manifest.ranks) != manifest.world_size:
+        raise SchemaError(f"world_size {manifest.world_size} but {len(manifest.ranks)} rank entries")
+    for index, entry in enumerate(manifest.ranks):
+        if entry.rank != index:
+            raise SchemaError(f"ranks[{index}].rank is {entry.rank}, expected {index}")
+        if entry.complete and entry.trace is None:
+            raise SchemaError(f"ranks[{index}]: complete without a trace")
+    strays = sorted(rank for rank in manifest.rank_to_stages if not 0 <= rank < manifest.world_size)
+    if strays:
+        raise SchemaError(f"rank_to_stages names rank {strays[0]} outside 0..{manifest.world_size - 1}")
+    if manifest.complete != (bool(manifest.ranks) and all(entry.complete for entry in manifest.ranks)):
+        raise SchemaError("complete disagrees with the ranks' entries")
     return manifest
+
+
+def parse_rank_meta(payload: Any) -> RankMeta:
+    """Check a sidecar payload against the schema; SchemaError naming the first fault."""
+    if isinstance(payload, dict) and payload.get("format", SIDECAR_FORMAT) != SIDECAR_FORMAT:
+        raise SchemaError(f"format {payload['format']!r} is not {SIDECAR_FORMAT!r}")
+    return from_json(RankMeta, payload)
+
+
+__all__ = [
+    "CAPTURE_FILES",
+    "MANIFEST_FORMAT",
+    "MANIFEST_NAME",
+    "SIDECAR",
+    "SIDECAR_FORMAT",
+    "Manifest",
+    "MicrobatchPath",
+    "RankEntry",
+    "RankMeta",
+    "RankSteps",
+    "RunSchedule",
+    "RunSteps",
+    "ScheduleInfo",
+    "SchemaError",
+    "parse_manifest",
+    "parse_rank_meta",
+    "sidecar_name",
+    "trace_name",
+]

@@ -33,9 +33,9 @@ from typing import Any
 from torch.autograd.profiler import record_function
 
 from collectors import capture, labels
-from collectors.capture import MicrobatchPath, ScheduleInfo
 from collectors.files import report
 from collectors.hooks import wrap_attribute
+from collectors.manifest import MicrobatchPath, ScheduleInfo
 from collectors.patch_torch import p2p_direction
 
 STAGE_NUMBERING = (

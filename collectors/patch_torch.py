@@ -29,8 +29,8 @@ import torch.distributed as dist
 from torch.autograd.profiler import record_function
 
 from collectors import capture, labels
-from collectors.capture import MicrobatchPath, ScheduleInfo
 from collectors.hooks import wrap_attribute
+from collectors.manifest import MicrobatchPath, ScheduleInfo
 
 SCHEDULE_NAMES: dict[str, str] = {
     "ScheduleGPipe": "gpipe",

@@ -28,6 +28,7 @@ from typing import Any
 
 import polars as pl
 
+from collectors.manifest import Manifest, RunSchedule
 from dashboards.comparison import comparison_chart, from_sweep
 from dashboards.export import write_images
 from dashboards.overlap import from_gpu_overlap, overlap_chart
@@ -116,9 +117,8 @@ COMPARISON_NOTE = (
 )
 
 
-def _manifest_schedule(manifest: dict[str, Any] | None) -> dict[str, Any]:
-    schedule = (manifest or {}).get("schedule")
-    return schedule if isinstance(schedule, dict) else {"name": schedule} if isinstance(schedule, str) else {}
+def _manifest_schedule(manifest: Manifest | None) -> RunSchedule | None:
+    return None if manifest is None else manifest.schedule
 
 
 def pipeline_layout(actions: pl.DataFrame) -> pl.DataFrame:
@@ -247,14 +247,14 @@ def _comparison_section(
     pp: int,
     costs: Costs,
     marks: list[tuple[str, float]],
-    manifest: dict[str, Any] | None,
+    manifest: Manifest | None,
     config: DashboardConfig,
 ) -> Section:
     """Sweep every schedule at the run's P with the run's costs; ``marks`` are (label, bubble) of this run."""
     title = SECTION_TITLES["comparison"]
     schedule = _manifest_schedule(manifest)
-    name = schedule.get("name") or "this run"
-    run_microbatches = int(schedule.get("microbatches") or actions["microbatch"].n_unique())
+    name = "this run" if schedule is None else schedule.name
+    run_microbatches = actions["microbatch"].n_unique() if schedule is None else schedule.microbatches
     try:
         share, subtitle = _share_costs(costs, _stages_per_pass(actions, pp))
     except TracekitError as error:
@@ -278,7 +278,7 @@ def _comparison_section(
 
 
 def sections_from_actions(
-    actions: pl.DataFrame, manifest: dict[str, Any] | None, config: DashboardConfig
+    actions: pl.DataFrame, manifest: Manifest | None, config: DashboardConfig
 ) -> tuple[Section, ...]:
     """Timeline, utilization and comparison sections from realized actions (``REALIZED_SCHEMA``)."""
     steps = _steps_shown(actions, config)
@@ -368,13 +368,13 @@ def _run_stragglers(run: Run, config: DashboardConfig) -> tuple[Section, tuple[s
 def _facts(run: Run, actions: pl.DataFrame | None, config: DashboardConfig) -> tuple[tuple[str, str], ...]:
     facts = [("run", str(run.root))]
     schedule = _manifest_schedule(run.manifest)
-    if schedule:
+    if schedule is not None:
         facts.append(
             (
                 "schedule",
                 (
-                    f"{schedule.get('name')} (P = {schedule.get('pp_size')}, "
-                    f"{schedule.get('num_stages')} stages, {schedule.get('microbatches')} micro-batches)"
+                    f"{schedule.name} (P = {schedule.pp_size}, "
+                    f"{schedule.num_stages} stages, {schedule.microbatches} micro-batches)"
                 ),
             )
         )

@@ -73,8 +73,8 @@ def test_write_manifest_merges_the_sidecar(tmp_path: Path) -> None:
 
     manifest = write_manifest(tmp_path)
 
-    assert manifest["complete"] and manifest["world_size"] == 1
-    assert json.loads((tmp_path / "run.json").read_text())["ranks"] == manifest["ranks"]
+    assert manifest.complete and manifest.world_size == 1
+    assert json.loads((tmp_path / "run.json").read_text()) == manifest.to_json()
 
 
 def test_marks_outside_a_capture_record_nothing() -> None:
@@ -108,8 +108,8 @@ def test_job_ending_inside_the_window_leaves_a_partial_trace(
 
     assert not (tmp_path / "rank0.json.gz").exists()
     assert "tracekit:step#1" in _labels(tmp_path / "rank0.partial.json.gz")
-    entry = write_manifest(tmp_path)["ranks"][0]
-    assert (entry["complete"], entry["status"], entry["trace"]) == (False, "partial", "rank0.partial.json.gz")
+    entry = write_manifest(tmp_path).ranks[0]
+    assert (entry.complete, entry.status, entry.trace) == (False, "partial", "rank0.partial.json.gz")
     assert "tracekit: rank 0: the job ended after 2 of 4 requested steps" in capsys.readouterr().err
 
 

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from collectors.manifest import build_manifest
+from collectors.manifest import parse_manifest
+from collectors.merge import build_manifest
 
 SCHEDULE = {
     "class": "Schedule1F1B",
@@ -44,18 +45,18 @@ def test_ranks_are_complete_only_with_a_complete_sidecar_and_a_trace(tmp_path: P
 
     manifest = build_manifest(tmp_path, run_id="run")
 
-    assert [entry["complete"] for entry in manifest["ranks"]] == [True, False, False]
-    assert "died or was killed" in manifest["ranks"][1]["problems"][0]
-    assert "never reached the capture window" in manifest["ranks"][2]["problems"][0]
-    assert manifest["rank_to_stages"] == {"0": [0], "1": [1]} and not manifest["complete"]
+    assert [entry.complete for entry in manifest.ranks] == [True, False, False]
+    assert "died or was killed" in manifest.ranks[1].problems[0]
+    assert "never reached the capture window" in manifest.ranks[2].problems[0]
+    assert manifest.rank_to_stages == {0: (0,), 1: (1,)} and not manifest.complete
 
 
 def test_a_complete_sidecar_without_its_trace_is_incomplete(tmp_path: Path) -> None:
     _sidecar(tmp_path, 0, "complete", trace=False)
 
-    entry = build_manifest(tmp_path)["ranks"][0]
+    entry = build_manifest(tmp_path).ranks[0]
 
-    assert not entry["complete"] and entry["problems"] == ["trace file rank0.json.gz is missing"]
+    assert not entry.complete and entry.problems == ("trace file rank0.json.gz is missing",)
 
 
 def test_sidecars_of_another_run_are_ignored_and_reported(tmp_path: Path) -> None:
@@ -63,7 +64,7 @@ def test_sidecars_of_another_run_are_ignored_and_reported(tmp_path: Path) -> Non
 
     manifest = build_manifest(tmp_path, run_id="new")
 
-    assert manifest["world_size"] == 0 and "ignored rank0.meta.json" in manifest["problems"][0]
+    assert manifest.world_size == 0 and "ignored rank0.meta.json" in manifest.problems[0]
 
 
 def test_disagreeing_ranks_are_reported(tmp_path: Path) -> None:
@@ -74,4 +75,35 @@ def test_disagreeing_ranks_are_reported(tmp_path: Path) -> None:
 
     manifest = build_manifest(tmp_path)
 
-    assert manifest["problems"] == ["ranks disagree on torch version: ['2.13.0', '2.12.0']"]
+    assert manifest.problems == ("ranks disagree on torch version: ['2.13.0', '2.12.0']",)
+
+
+def test_a_sidecar_that_breaks_the_schema_is_reported_and_its_rank_counted_missing(tmp_path: Path) -> None:
+    _sidecar(tmp_path, 0, "complete")
+    _sidecar(tmp_path, 1, "complete")
+    sidecar = tmp_path / "rank1.meta.json"
+    sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "status": "finished"}))
+
+    manifest = build_manifest(tmp_path)
+
+    assert manifest.problems[0].startswith("unreadable sidecar rank1.meta.json: status: expected one of")
+    assert manifest.ranks[1].status == "missing" and not manifest.complete
+
+
+def test_a_merged_manifest_reads_back_equal(tmp_path: Path) -> None:
+    for rank, status in enumerate(["complete", "partial", "capturing"]):
+        _sidecar(tmp_path, rank, status)
+
+    manifest = build_manifest(tmp_path, run_id="run", command=["python", "train.py"], exit_code=1)
+
+    assert parse_manifest(json.loads(json.dumps(manifest.to_json()))) == manifest
+
+
+def test_the_collectors_schedule_names_are_the_simulators_where_it_generates_them() -> None:
+    from collectors.patch_torch import SCHEDULE_NAMES
+
+    from tracekit.schedule.registry import GENERATORS
+
+    not_simulated = set(SCHEDULE_NAMES.values()) - set(GENERATORS)
+
+    assert not_simulated == {"looped-bfs", "interleaved-zero-bubble", "forward-only", "csv-runtime"}

@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from collectors.manifest import Manifest, RunSchedule
 from dashboards.build import (
     DashboardConfig,
     build_page,
@@ -26,6 +27,12 @@ from tracekit.schedule.realized import realized_costs
 from tracekit.trace.run import load_run
 
 SAMPLE_TRACES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+def _manifest_of(name: str, pp: int, microbatches: int) -> Manifest:
+    """A run.json naming the schedule the run followed (ranks left out: the builder reads the schedule)."""
+    schedule = RunSchedule(name, name, pp_size=pp, num_stages=pp, microbatches=microbatches, paths=())
+    return Manifest(world_size=0, complete=False, ranks=(), schedule=schedule)
 
 
 def test_layout_finds_pipeline_replicas(simulated_run) -> None:
@@ -194,7 +201,7 @@ def test_a_2048_rank_run_builds_quickly_into_a_page_under_20_mb(simulated_run) -
     scores, attribution, overlap = synthetic_tables(2048, slow_rank=1234)
     started = time.perf_counter()
 
-    sections = sections_from_actions(actions, {"schedule": {"name": "1f1b"}}, DashboardConfig())
+    sections = sections_from_actions(actions, _manifest_of("1f1b", pp=8, microbatches=16), DashboardConfig())
     sections += (overlap_section(overlap, None), straggler_section(scores, attribution, 1.15, 0.75))
     page = render_html(Page("2048 ranks", sections=sections))
 

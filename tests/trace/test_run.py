@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from collectors.manifest import Manifest, RankEntry, parse_manifest
 from tracekit.errors import TracekitError
 from tracekit.trace.run import CACHE_DIR_NAME, load_run
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 
 def _two_ranks(root: Path, make_trace, world_size: int = 2) -> Path:
@@ -119,11 +122,12 @@ def test_corrupt_rank_fails_naming_that_file(tmp_path: Path, make_trace) -> None
 
 def test_manifest_marks_incomplete_rank_partial(tmp_path: Path, make_trace) -> None:
     root = _two_ranks(tmp_path / "run", make_trace)
-    manifest = {
-        "world_size": 2,
-        "ranks": [{"rank": 0, "complete": True}, {"rank": 1, "complete": False, "problems": ["killed"]}],
-    }
-    (root / "run.json").write_text(json.dumps(manifest))
+    ranks = (
+        RankEntry(0, True, "rank0.json.gz", (0,), "node0", "complete"),
+        RankEntry(1, False, None, (1,), "node0", "capturing", ("killed",)),
+    )
+    manifest = Manifest(world_size=2, complete=False, ranks=ranks)
+    (root / "run.json").write_text(json.dumps(manifest.to_json()))
 
     run = load_run(root)
 
@@ -157,3 +161,40 @@ def test_rank_events_and_restricted_views_read_one_rank_or_some_categories(
     assert set(labels.events["cat"].unique()) == {"user_annotation"}
     assert labels.events.height == run.events.filter(run.events["cat"] == "user_annotation").height
     assert (labels.root, labels.ranks, labels.tables) == (run.root, run.ranks, run.tables)
+
+
+@pytest.mark.parametrize(
+    ("edit", "fault"),
+    [
+        (lambda m: m.pop("world_size"), r"world_size: missing"),
+        (lambda m: m.update(format="tracekit-run/9"), r"format 'tracekit-run/9' is not 'tracekit-run/1'"),
+        (lambda m: m["ranks"][1].update(status="done"), r"ranks\[1\]\.status: expected one of .*got 'done'"),
+        (lambda m: m["ranks"][0].update(complete="yes"), r"ranks\[0\]\.complete: expected true or false"),
+        (lambda m: m.update(world_size=3), r"world_size 3 but 2 rank entries"),
+        (lambda m: m["schedule"].update(pp_size=None), r"schedule\.pp_size: expected an integer, got null"),
+        (lambda m: m.update(rank_to_stages={"x": [0]}), r"rank_to_stages: key 'x' is not an integer"),
+        (lambda m: m.update(pipelines=2), r"pipelines: unknown field"),
+    ],
+    ids=["missing", "version", "status", "type", "world", "null", "key", "unknown"],
+)
+def test_a_malformed_manifest_fails_in_one_line_naming_file_and_field(
+    tmp_path: Path, make_trace, edit, fault: str
+) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    manifest = json.loads((SAMPLES / "1f1b" / "run.json").read_text())
+    manifest["world_size"], manifest["ranks"] = 2, manifest["ranks"][:2]
+    manifest["rank_to_stages"] = {"0": [0], "1": [1]}
+    edit(manifest)
+    (root / "run.json").write_text(json.dumps(manifest))
+
+    with pytest.raises(TracekitError, match=rf"run\.json: malformed manifest: {fault}") as caught:
+        load_run(root)
+
+    assert "\n" not in str(caught.value)
+
+
+def test_every_sample_manifest_reads_and_writes_back_unchanged() -> None:
+    for path in sorted(SAMPLES.glob("*/run.json")):
+        payload = json.loads(path.read_text())
+
+        assert parse_manifest(payload).to_json() == payload, path

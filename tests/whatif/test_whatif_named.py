@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 from whatif.simulated_runs import simulated_actions
 
+from collectors.manifest import Manifest, RunSchedule
 from tracekit.whatif.attribution import what_if
 from tracekit.whatif.named import compare_named
 from tracekit.whatif.pipeline import pipeline_case
 
 
-def _manifest(name: str) -> dict:
-    return {"schedule": {"name": name, "pp_size": 4, "microbatches": 8}}
+def _manifest(name: str) -> Manifest:
+    schedule = RunSchedule(name, name, pp_size=4, num_stages=4, microbatches=8, paths=())
+    return Manifest(world_size=0, complete=False, ranks=(), schedule=schedule)
 
 
 @pytest.mark.parametrize("name", ["1f1b", "zbv", "dualpipev"])
@@ -55,7 +57,7 @@ def test_a_schedule_needing_kinds_the_run_never_ran_is_refused_with_the_reason()
 
 
 @pytest.mark.parametrize(
-    "manifest", [None, {"schedule": {"name": "my-own", "pp_size": 4, "microbatches": 8}}]
+    "manifest", [None, _manifest("my-own")]
 )
 def test_no_comparison_without_a_known_named_schedule(manifest) -> None:
     case, _ = pipeline_case(simulated_actions("1f1b"), "1f1b")

@@ -58,10 +58,9 @@ class RealizedSchedule:
 def _stage_of_single_stage_ranks(run: Run) -> dict[int, int]:
     """Rank -> its only stage, from the manifest's rank-to-stages map (rank itself when there is none)."""
     mapping = {rank: rank for rank in run.ranks}
-    for entry in (run.manifest or {}).get("ranks", []):
-        stages = entry.get("stages") or []
-        if len(stages) == 1:
-            mapping[int(entry["rank"])] = int(stages[0])
+    for entry in run.manifest.ranks if run.manifest is not None else ():
+        if entry.stages is not None and len(entry.stages) == 1:
+            mapping[entry.rank] = entry.stages[0]
     return mapping
 
 

@@ -59,20 +59,21 @@ def in_ms(columns: list[str], origin: pl.Expr | int | None = 0) -> list[pl.Expr]
 
 def run_summary(run: Run) -> dict[str, Any]:
     """What the run is: its directory, ranks, and the collector's facts when it has a manifest."""
-    manifest = run.manifest or {}
-    schedule = manifest.get("schedule") or {}
+    manifest = run.manifest
+    schedule = None if manifest is None else manifest.schedule
+    captured = None if manifest is None else manifest.steps.captured
     return {
         "root": str(run.root),
         "world_size": run.world_size,
         "ranks_present": list(run.ranks),
         "missing_ranks": list(run.missing_ranks),
         "partial": run.partial,
-        "schedule": schedule.get("name"),
-        "pp": manifest.get("pp_size"),
-        "microbatches": manifest.get("microbatches"),
-        "steps_captured": (manifest.get("steps") or {}).get("captured"),
-        "torch_version": manifest.get("torch_version"),
-        "hosts": manifest.get("hosts"),
+        "schedule": None if schedule is None else schedule.name,
+        "pp": None if manifest is None else manifest.pp_size,
+        "microbatches": None if manifest is None else manifest.microbatches,
+        "steps_captured": None if captured is None else list(captured),
+        "torch_version": None if manifest is None else manifest.torch_version,
+        "hosts": None if manifest is None else list(manifest.hosts),
     }
 
 

@@ -12,6 +12,7 @@ import click
 import polars as pl
 
 from collectors.launch import record
+from collectors.manifest import Manifest
 from collectors.window import DEFAULT_STEPS, parse_steps
 from tracekit.cli.options import format_option
 from tracekit.cli.output import Format, Result, Table, emit
@@ -34,16 +35,16 @@ def _check_steps(_ctx: click.Context, _param: click.Parameter, value: str) -> st
     return value
 
 
-def _rank_table(manifest: dict) -> pl.DataFrame:
+def _rank_table(manifest: Manifest) -> pl.DataFrame:
     rows = [
         {
-            "rank": entry["rank"],
-            "complete": entry["complete"],
-            "trace": entry["trace"],
-            "host": entry["host"],
-            "problem": "; ".join(entry["problems"]) or None,
+            "rank": entry.rank,
+            "complete": entry.complete,
+            "trace": entry.trace,
+            "host": entry.host,
+            "problem": "; ".join(entry.problems) or None,
         }
-        for entry in manifest["ranks"]
+        for entry in manifest.ranks
     ]
     return pl.DataFrame(rows, schema=_RANK_COLUMNS)
 
@@ -75,8 +76,8 @@ def command(ctx: click.Context, out_dir: Path, steps: str, fmt: Format, command:
         raise TracekitError(f"cannot run {command[0]!r}: {error.strerror or error}") from None
     if outcome.manifest is not None:
         manifest = outcome.manifest
-        complete = sum(entry["complete"] for entry in manifest["ranks"])
-        title = f"{out_dir}: {complete} of {manifest['world_size']} ranks captured (exit status {outcome.exit_code})"
+        complete = sum(entry.complete for entry in manifest.ranks)
+        title = f"{out_dir}: {complete} of {manifest.world_size} ranks captured (exit status {outcome.exit_code})"
         table = Table(title=title, frame=_rank_table(manifest), name="ranks")
-        emit(Result(payload=manifest, tables=(table,), warnings=tuple(manifest["problems"])), fmt)
+        emit(Result(payload=manifest.to_json(), tables=(table,), warnings=manifest.problems), fmt)
     ctx.exit(outcome.exit_code)

@@ -18,11 +18,14 @@ from typing import Any
 from tracekit.compat import tomllib
 from tracekit.errors import TracekitError
 from tracekit.planner.presets import CLUSTER_GPUS, MODELS, cluster_preset
+from tracekit.schedule.registry import GENERATORS
 
-SCHEDULES: tuple[str, ...] = ("1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "dualpipe", "dualpipev")
-"""Schedules the planner compares (the simulator's registry names)."""
+SCHEDULES: tuple[str, ...] = tuple(name for name, generator in GENERATORS.items() if generator.planned)
+"""Schedules the planner compares: the simulator's registry names it plans with."""
 
-DUALPIPE_FAMILY: frozenset[str] = frozenset({"dualpipe", "dualpipev"})
+DUALPIPE_FAMILY: frozenset[str] = frozenset(
+    name for name, generator in GENERATORS.items() if generator.pairs_forward_backward
+)
 """Schedules that overlap a forward with a backward chunk (DeepSeek-V3, section 3.2.1)."""
 
 PRECISIONS: tuple[str, ...] = ("bf16", "fp8")

@@ -30,8 +30,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+from collectors.manifest import MicrobatchPath
 from tracekit.schedule.action import Action, Kind, OverlappedPair, Step
-from tracekit.schedule.model import MicrobatchPath, Schedule, backward_kind
+from tracekit.schedule.model import Schedule, backward_kind
 from tracekit.schedule.sizes import require, require_positive
 
 

@@ -8,7 +8,8 @@ schedules have one path through stages ``0 .. S-1``; DualPipe has two, one per d
 disjoint stages (each a full copy of the model's layers), so the dependencies of any schedule
 follow from its actions and paths alone.
 
-This module holds values and pure checks only: no timing (``engine``), no generators.
+This module holds values and pure checks only: no timing (``engine``), no generators. ``MicrobatchPath``
+is the capture contract's (``collectors.manifest``), so a run's recorded paths are the simulator's.
 """
 
 from __future__ import annotations
@@ -16,22 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from collectors.manifest import MicrobatchPath
 from tracekit.errors import TracekitError
 from tracekit.schedule.action import Kind, OverlappedPair, Step, flatten
 
 
 class ScheduleError(TracekitError):
     """A schedule tracekit cannot generate or replay: bad sizes, missing or repeated actions, deadlock."""
-
-
-@dataclass(frozen=True)
-class MicrobatchPath:
-    """Micro-batches ``[first_microbatch, stop_microbatch)`` enter at ``first_stage`` and leave after ``last_stage``."""
-
-    first_microbatch: int
-    stop_microbatch: int
-    first_stage: int
-    last_stage: int
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ import math
 
 import polars as pl
 
+from collectors.manifest import MicrobatchPath
 from tracekit.schedule.action import Action, Kind, OverlappedPair, Step
 from tracekit.schedule.costs import Costs
-from tracekit.schedule.model import MicrobatchPath, Schedule, ScheduleError, missing_actions
+from tracekit.schedule.model import Schedule, ScheduleError, missing_actions
 
 REALIZED_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),

@@ -24,17 +24,21 @@ class Generator:
     """True when the number of stages per rank is a free parameter (interleaved-1f1b)."""
     fixed_chunks: int = 1
     """Stages per rank when not free: 2 for the V shapes, 1 otherwise (DualPipe's copies are one)."""
+    planned: bool = True
+    """True when the planner compares it; GPipe is left out (it holds every micro-batch's activations)."""
+    pairs_forward_backward: bool = False
+    """True when it overlaps a forward with a backward chunk (DeepSeek-V3, section 3.2.1)."""
 
 
 GENERATORS: dict[str, Generator] = {
-    "gpipe": Generator(gpipe),
+    "gpipe": Generator(gpipe, planned=False),
     "1f1b": Generator(one_f_one_b),
     "interleaved-1f1b": Generator(interleaved_1f1b, takes_chunks=True),
     "zb-h1": Generator(zb_h1),
     "zb-h2": Generator(zb_h2),
     "zbv": Generator(zbv, fixed_chunks=2),
-    "dualpipe": Generator(dualpipe),
-    "dualpipev": Generator(dualpipev, fixed_chunks=2),
+    "dualpipe": Generator(dualpipe, pairs_forward_backward=True),
+    "dualpipev": Generator(dualpipev, fixed_chunks=2, pairs_forward_backward=True),
 }
 """Every schedule the simulator can generate, by name."""
 

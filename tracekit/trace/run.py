@@ -22,16 +22,14 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
-
 import orjson
 import polars as pl
 
+from collectors.manifest import MANIFEST_NAME, SIDECAR, Manifest, SchemaError, parse_manifest
 from tracekit.errors import TracekitError
 from tracekit.trace.kineto import TraceInfo, read_trace
 from tracekit.trace.schema import EVENT_SCHEMA, EVENT_SCHEMA_VERSION, empty_events, validate_events
 
-MANIFEST_NAME = "run.json"
 CACHE_DIR_NAME = ".tracekit-cache"
 _TRACE_SUFFIXES = (".json", ".json.gz")
 _NOT_TRACES = (MANIFEST_NAME,)
@@ -47,8 +45,8 @@ class Run:
     traces: tuple[TraceInfo, ...]
     """One per rank present, ordered by rank."""
     world_size: int
-    manifest: dict[str, Any] | None
-    """The collector's run.json; None for traces captured by other tools."""
+    manifest: Manifest | None
+    """The collector's run.json (validated); None for traces captured by other tools."""
     missing_ranks: tuple[int, ...]
     warnings: tuple[str, ...] = field(default=())
 
@@ -91,9 +89,7 @@ class Run:
     @property
     def partial(self) -> bool:
         """True when ranks are missing or a rank's capture was incomplete: figures cover part of the job."""
-        incomplete = self.manifest is not None and any(
-            not entry.get("complete", True) for entry in self.manifest.get("ranks", [])
-        )
+        incomplete = self.manifest is not None and not self.manifest.complete
         return bool(self.missing_ranks) or incomplete
 
 
@@ -109,25 +105,26 @@ def trace_files(root: Path) -> list[Path]:
         if path.is_file()
         and path.name.endswith(_TRACE_SUFFIXES)
         and path.name not in _NOT_TRACES
-        and not path.name.endswith(".meta.json")
+        and SIDECAR.match(path.name) is None
     )
     if not files:
         raise TracekitError("no trace files (*.json or *.json.gz) in this directory", root)
     return files
 
 
-def read_manifest(root: Path) -> dict[str, Any] | None:
-    """The run.json beside the traces, or None; TracekitError when it exists but is unreadable."""
+def read_manifest(root: Path) -> Manifest | None:
+    """The run.json beside the traces, or None; TracekitError naming the fault when it is malformed."""
     path = root / MANIFEST_NAME
     if not root.is_dir() or not path.exists():
         return None
     try:
-        manifest = orjson.loads(path.read_bytes())
+        payload = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError) as error:
         raise TracekitError(f"unreadable manifest ({error})", path) from None
-    if not isinstance(manifest, dict):
-        raise TracekitError("manifest is not a JSON object", path)
-    return manifest
+    try:
+        return parse_manifest(payload)
+    except SchemaError as error:
+        raise TracekitError(f"malformed manifest: {error}", path) from None
 
 
 def _cache_dir(root: Path) -> Path:
@@ -225,7 +222,7 @@ def ingest(
     return [done[path] for path in files]
 
 
-def _check_one_run(infos: list[TraceInfo], manifest: dict[str, Any] | None, root: Path) -> int:
+def _check_one_run(infos: list[TraceInfo], manifest: Manifest | None, root: Path) -> int:
     """The run's world size; TracekitError when the files belong to more than one run."""
     by_rank: dict[int, TraceInfo] = {}
     for info in infos:
@@ -237,8 +234,8 @@ def _check_one_run(infos: list[TraceInfo], manifest: dict[str, Any] | None, root
             )
         by_rank[info.rank] = info
     sizes = {info.world_size for info in infos if info.world_size is not None}
-    if manifest is not None and isinstance(manifest.get("world_size"), int):
-        sizes.add(manifest["world_size"])
+    if manifest is not None:
+        sizes.add(manifest.world_size)
     if len(sizes) > 1:
         named = ", ".join(f"{info.path.name}: {info.world_size}" for info in infos if info.world_size)
         raise TracekitError(f"two runs mixed: world sizes differ ({named})", root)
@@ -276,11 +273,11 @@ def load_run(
             f"{root}: partial run: {len(present)} of {world_size} ranks present; missing ranks "
             f"{_ranges(missing)}"
         )
-    for entry in (manifest or {}).get("ranks", []):
-        if not entry.get("complete", True):
+    for entry in manifest.ranks if manifest is not None else ():
+        if not entry.complete:
             warnings.append(
-                f"{root}: rank {entry.get('rank')} did not complete its capture: "
-                f"{'; '.join(entry.get('problems') or []) or entry.get('status') or 'no reason recorded'}"
+                f"{root}: rank {entry.rank} did not complete its capture: "
+                f"{'; '.join(entry.problems) or entry.status}"
             )
     return Run(
         root=root,

@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
 import polars as pl
 
+from collectors.manifest import Manifest
 from tracekit.analysis.realized import realized_schedule
 from tracekit.trace.run import Run, load_run
 from tracekit.whatif.case import ReplayCase
@@ -36,7 +35,7 @@ class LoadedCase:
     """Kineto runs: the realized actions on the aligned clock; None for an op-table."""
     clock: ClockAlignment | None
     """Kineto runs: the clock offsets applied; None for an op-table."""
-    manifest: dict[str, Any] | None
+    manifest: Manifest | None
     """Kineto runs: the run manifest, when the capture wrote one."""
 
 
@@ -48,9 +47,9 @@ def is_optable(path: Path) -> bool:
 def _hosts(run: Run) -> dict[int, str] | None:
     """Rank -> host from the manifest, else from the traces; None unless every rank's host is known."""
     from_manifest = {
-        int(entry["rank"]): entry["host"]
-        for entry in (run.manifest or {}).get("ranks", [])
-        if isinstance(entry.get("host"), str)
+        entry.rank: entry.host
+        for entry in (run.manifest.ranks if run.manifest is not None else ())
+        if entry.host is not None
     }
     if set(run.ranks) <= set(from_manifest):
         return from_manifest

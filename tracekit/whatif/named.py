@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from collectors.manifest import Manifest
 from tracekit.schedule.costs import Costs
 from tracekit.schedule.engine import simulate
 from tracekit.schedule.model import ScheduleError
@@ -97,17 +98,17 @@ def _simulator_costs(medians: dict[str, float], num_stages: int) -> Costs:
 
 
 def compare_named(
-    case: ReplayCase, manifest: dict[str, Any] | None, result: WhatIf
+    case: ReplayCase, manifest: Manifest | None, result: WhatIf
 ) -> tuple[NamedComparison | None, tuple[str, ...]]:
     """The comparison, or None with the reason as a warning when it cannot be made."""
-    schedule = (manifest or {}).get("schedule") or {}
-    name, pp, microbatches = schedule.get("name"), schedule.get("pp_size"), schedule.get("microbatches")
-    if name not in GENERATORS or not isinstance(pp, int) or not isinstance(microbatches, int):
+    schedule = None if manifest is None else manifest.schedule
+    if schedule is None or schedule.name not in GENERATORS:
         reason = (
-            f"no named-schedule comparison: the manifest names no schedule the simulator knows "
-            f"(schedule {name!r}, pp_size {pp!r}, microbatches {microbatches!r})"
+            "no named-schedule comparison: the manifest names no schedule the simulator knows "
+            f"(schedule {None if schedule is None else schedule.name!r})"
         )
         return None, (reason,)
+    name, pp, microbatches = schedule.name, schedule.pp_size, schedule.microbatches
     medians = median_costs(case)
     try:
         named = generate(name, pp, microbatches)

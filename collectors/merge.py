@@ -1,0 +1,159 @@
+"""Merge the ranks' sidecars (``rank{r}.meta.json``) of a capture directory into ``run.json``.
+
+``tracekit record`` calls ``write_manifest`` after the job exits; jobs captured with
+``collectors.Capture`` call it themselves once every rank is done (e.g. from the launcher). A rank
+is complete only if its sidecar says so and its trace file exists; a rank with no sidecar, or one
+still saying ``capturing`` (it died inside the window), is listed as incomplete with the reason.
+A sidecar that does not match its schema is reported and treated as missing.
+Standard library only; never reads the traces themselves. The schema is ``collectors.manifest``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from collectors.files import read_json, write_json_atomic
+from collectors.manifest import (
+    MANIFEST_NAME,
+    SIDECAR,
+    Manifest,
+    RankEntry,
+    RankMeta,
+    RunSteps,
+    SchemaError,
+    parse_rank_meta,
+)
+
+T = TypeVar("T")
+
+_WHY_INCOMPLETE: dict[str, str] = {
+    "capturing": "the rank stopped while capturing (it died or was killed); no trace was written",
+    "partial": "the job ended inside the capture window; the trace holds fewer steps than requested",
+    "failed": "the collector could not write this rank's trace",
+}
+
+
+def _rank_entry(rank: int, meta: RankMeta | None, out_dir: Path) -> RankEntry:
+    if meta is None:
+        return RankEntry(
+            rank=rank,
+            complete=False,
+            trace=None,
+            stages=None,
+            host=None,
+            status="missing",
+            problems=("no sidecar: the rank never reached the capture window, or died before it",),
+        )
+    exists = meta.trace is not None and (out_dir / meta.trace).is_file()
+    complete = meta.status == "complete" and exists
+    problems = list(meta.problems)
+    if meta.status in _WHY_INCOMPLETE:
+        problems.insert(0, _WHY_INCOMPLETE[meta.status])
+    elif not complete:
+        problems.insert(0, f"trace file {meta.trace} is missing")
+    return RankEntry(
+        rank=rank,
+        complete=complete,
+        trace=meta.trace if exists else None,
+        stages=None if meta.schedule is None else meta.schedule.stages,
+        host=meta.host,
+        status=meta.status,
+        problems=tuple(problems),
+    )
+
+
+def _agreed(values: list[T], what: str, problems: list[str]) -> T | None:
+    distinct = [value for index, value in enumerate(values) if value not in values[:index]]
+    if len(distinct) > 1:
+        shown = [_plain(value) for value in distinct]
+        problems.append(f"ranks disagree on {what}: {shown}")
+    return distinct[0] if distinct else None
+
+
+def _plain(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def read_sidecars(out_dir: Path, run_id: str | None, problems: list[str]) -> dict[int, RankMeta]:
+    """Rank -> its sidecar; unreadable, malformed or (when ``run_id`` is given) foreign ones are reported."""
+    metas: dict[int, RankMeta] = {}
+    for path in sorted(out_dir.iterdir()) if out_dir.is_dir() else []:
+        match = SIDECAR.match(path.name)
+        if match is None:
+            continue
+        try:
+            meta = parse_rank_meta(read_json(path))
+        except (OSError, ValueError) as error:  # SchemaError is a ValueError
+            problems.append(f"unreadable sidecar {path.name}: {error}")
+            continue
+        if run_id is not None and meta.run_id != run_id:
+            problems.append(f"ignored {path.name}: it belongs to another run")
+            continue
+        metas[int(match[1])] = meta
+    return metas
+
+
+def build_manifest(
+    out_dir: Path,
+    *,
+    run_id: str | None = None,
+    command: Sequence[str] | None = None,
+    exit_code: int | None = None,
+) -> Manifest:
+    """The run.json contents for ``out_dir``; sidecars of another ``run_id`` (when given) are ignored."""
+    problems: list[str] = []
+    metas = read_sidecars(out_dir, run_id, problems)
+    world_size = max([meta.world_size for meta in metas.values()] + [max(metas, default=-1) + 1])
+    if not metas:
+        problems.append(
+            "no rank wrote a sidecar: the job failed before the capture window, or ran fewer steps"
+        )
+    ranks = tuple(_rank_entry(rank, metas.get(rank), out_dir) for rank in range(world_size))
+    described = [meta.schedule for meta in metas.values() if meta.schedule is not None]
+    schedule = _agreed([info.run_schedule() for info in described], "the schedule", problems)
+    complete_steps = [
+        meta.steps.captured for meta in metas.values() if meta.status == "complete" and meta.steps
+    ]
+    captured = _agreed(complete_steps, "steps", problems)
+    requested = _agreed(
+        [meta.steps.requested for meta in metas.values() if meta.steps is not None], "steps requested", problems
+    )
+    torch_version = _agreed(
+        [meta.torch_version for meta in metas.values()], "torch version", problems
+    )
+    return Manifest(
+        run_id=run_id,
+        complete=bool(ranks) and all(entry.complete for entry in ranks),
+        world_size=world_size,
+        schedule=schedule,
+        pp_size=None if schedule is None else schedule.pp_size,
+        microbatches=None if schedule is None else schedule.microbatches,
+        rank_to_stages={
+            rank: meta.schedule.stages for rank, meta in sorted(metas.items()) if meta.schedule is not None
+        },
+        steps=RunSteps(requested=requested, captured=captured),
+        torch_version=torch_version,
+        hosts=tuple(sorted({meta.host for meta in metas.values() if meta.host})),
+        ranks=ranks,
+        command=tuple(command) if command is not None else None,
+        exit_code=exit_code,
+        problems=tuple(problems),
+        written_unix_ns=time.time_ns(),
+    )
+
+
+def write_manifest(
+    out_dir: str | Path,
+    *,
+    run_id: str | None = None,
+    command: Sequence[str] | None = None,
+    exit_code: int | None = None,
+) -> Manifest:
+    """Merge the sidecars of ``out_dir`` into ``out_dir/run.json`` (atomically); returns what it wrote."""
+    out_dir = Path(out_dir)
+    manifest = build_manifest(out_dir, run_id=run_id, command=command, exit_code=exit_code)
+    write_json_atomic(out_dir / MANIFEST_NAME, manifest.to_json())
+    return manifest
