@@ -1,4 +1,12 @@
-"""The gap to the named schedule's prediction splits exactly into stragglers, exposed time and order."""
+"""The gap to the named schedule's prediction, against closed forms of 1F1B and the Zero Bubble paper.
+
+Runs come from the simulator (``whatif.simulated_runs``: F 2 ms, B = I + W = 2 + 1 ms, P = 4,
+M = 8). 1F1B with uniform stages takes (M + P - 1)(F + B) = 55 ms; a latency per hop adds at
+least the 2 (P - 1) hops of one micro-batch's round trip. With stage 2 at F = 4, B = 4 + 1 it is the bottleneck: its first forward can
+start after stages 0 and 1 (4 ms), it is busy M (F + B) = 72 ms, its last gradient leaves through
+stages 1 and 0 (6 ms), and it waits once, 1 ms, for the first gradient from stage 3 (its forward
+of micro-batch 1 ends at 12, stage 3's backward of micro-batch 0 at 13): 4 + 72 + 6 + 1 = 83 ms.
+"""
 
 from __future__ import annotations
 
@@ -16,50 +24,58 @@ def _manifest(name: str) -> Manifest:
     return Manifest(world_size=0, complete=False, ranks=(), schedule=schedule)
 
 
+def _compare(name: str, run: str | None = None, **simulated):
+    case, _ = pipeline_case(simulated_actions(run or name, **simulated), run or name)
+    return compare_named(case, _manifest(name), what_if(case))
+
+
 @pytest.mark.parametrize("name", ["1f1b", "zbv", "dualpipev"])
 def test_a_run_that_followed_its_schedule_at_typical_speed_loses_nothing(name: str) -> None:
-    case, _ = pipeline_case(simulated_actions(name), name)
-
-    named, warnings = compare_named(case, _manifest(name), what_if(case))
+    named, warnings = _compare(name)
 
     assert warnings == () and named is not None
     assert named.gain_lost_ms == pytest.approx(0.0, abs=1e-6)
     assert named.order_ms == pytest.approx(0.0, abs=1e-6)
 
 
-def test_a_straggler_shows_as_stragglers_and_the_parts_add_up() -> None:
-    case, _ = pipeline_case(simulated_actions("1f1b", slow_rank=2, factor=2.0), "1f1b")
+def test_a_slow_stage_costs_what_the_bottleneck_closed_form_says() -> None:
+    named, _ = _compare("1f1b", slow_rank=2, factor=2.0)
 
-    named, _ = compare_named(case, _manifest("1f1b"), what_if(case))
-
-    assert named is not None and named.stragglers_ms > 10
+    assert named is not None
+    assert named.predicted_ms == pytest.approx(55.0)
+    assert named.measured_ms == pytest.approx(83.0, abs=1e-5)
+    assert named.stragglers_ms == pytest.approx(83.0 - 55.0, abs=1e-5)
+    assert named.exposed_comm_and_rest_ms == pytest.approx(0.0, abs=1e-5)
     assert named.order_ms == pytest.approx(0.0, abs=1e-6)
-    total = named.stragglers_ms + named.exposed_comm_and_rest_ms + named.order_ms
-    assert total == pytest.approx(named.gain_lost_ms)
+
+
+def test_communication_shows_as_exposed_time_not_as_stragglers() -> None:
+    named, _ = _compare("1f1b", comm_ms=0.5)
+
+    assert named is not None
+    # at least one round trip of 2 (P - 1) hops more than without latency; all of it exposed
+    assert named.measured_ms >= 55.0 + 2 * 3 * 0.5 - 1e-6
+    assert named.realized_ms == pytest.approx(55.0, abs=1e-5)
+    assert named.exposed_comm_and_rest_ms == pytest.approx(named.measured_ms - 55.0, abs=1e-5)
+    assert named.stragglers_ms == pytest.approx(0.0, abs=1e-6)
 
 
 def test_a_run_in_another_order_shows_the_order_cost() -> None:
-    case, _ = pipeline_case(simulated_actions("zb-h1"), "zb-h1")
+    # Zero Bubble paper's ZB-H1 against ZB-H2 at these costs: 49 and 46 ms.
+    named, _ = _compare("zb-h2", run="zb-h1")
 
-    named, _ = compare_named(case, _manifest("zb-h2"), what_if(case))
-
-    assert named is not None and named.order_ms == pytest.approx(named.gain_lost_ms) == pytest.approx(
-        49.0 - 46.0
-    )
+    assert named is not None and named.order_ms == pytest.approx(49.0 - 46.0)
+    assert named.gain_lost_ms == pytest.approx(49.0 - 46.0)
 
 
 def test_a_schedule_needing_kinds_the_run_never_ran_is_refused_with_the_reason() -> None:
-    case, _ = pipeline_case(simulated_actions("gpipe"), "gpipe")
-
-    named, warnings = compare_named(case, _manifest("zb-h1"), what_if(case))
+    named, warnings = _compare("zb-h1", run="gpipe")
 
     assert named is None and "no measured cost" in warnings[0]
 
 
-@pytest.mark.parametrize(
-    "manifest", [None, _manifest("my-own")]
-)
-def test_no_comparison_without_a_known_named_schedule(manifest) -> None:
+@pytest.mark.parametrize("manifest", [None, _manifest("my-own")], ids=["no-manifest", "unknown-schedule"])
+def test_no_comparison_without_a_known_named_schedule(manifest: Manifest | None) -> None:
     case, _ = pipeline_case(simulated_actions("1f1b"), "1f1b")
 
     named, warnings = compare_named(case, manifest, what_if(case))

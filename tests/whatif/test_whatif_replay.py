@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tracekit.schedule.timing import replay
 from tracekit.whatif.graph import GraphBuilder, GraphCycleError
-from tracekit.whatif.replay import Replayer
 
 
 def _durations(values: list[list[float]]) -> np.ndarray:
@@ -19,7 +19,7 @@ def test_chain_ends_are_cumulative_durations() -> None:
     nodes = [builder.node(name) for name in "abc"]
     builder.chain(nodes)
 
-    timeline = Replayer(builder.build()).run(_durations([[1.0], [2.0], [3.0]]))
+    timeline = replay(builder.build().timing, _durations([[1.0], [2.0], [3.0]]))
 
     assert timeline.end[:, 0, 0].tolist() == [1.0, 3.0, 6.0]
     assert timeline.start[:, 0, 0].tolist() == [0.0, 1.0, 3.0]
@@ -33,7 +33,7 @@ def test_sync_group_ends_its_transfer_after_the_last_member_starts() -> None:
     builder.edge(fast, recv)
     builder.group([send, recv])
 
-    timeline = Replayer(builder.build()).run(_durations([[5.0], [1.0], [0.5], [0.25]]))
+    timeline = replay(builder.build().timing, _durations([[5.0], [1.0], [0.5], [0.25]]))
 
     assert timeline.start[[send, recv], 0, 0].tolist() == [5.0, 1.0]
     assert timeline.end[[send, recv], 0, 0].tolist() == [5.5, 5.25]
@@ -48,7 +48,7 @@ def test_dp_collective_waits_for_every_replica_only_when_synced(
     builder.edge(work, collective)
     builder.group([collective], across_dp=across_dp)
 
-    timeline = Replayer(builder.build()).run(_durations([[1.0, 4.0], [1.0, 1.0]]))
+    timeline = replay(builder.build().timing, _durations([[1.0, 4.0], [1.0, 1.0]]))
 
     assert timeline.end[collective, 0].tolist() == expected
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from tracekit.schedule.timing import NodeTimes, replay
 from tracekit.whatif.graph import DependencyGraph
-from tracekit.whatif.replay import Replayer, Timeline
 
 OPS_SCHEMA: dict[str, pl.DataType] = {
     "node": pl.Int32(),
@@ -68,7 +68,6 @@ class ReplayCase:
     steps: tuple[int, ...] = field(init=False)
     _cells: tuple[np.ndarray, np.ndarray, np.ndarray] = field(init=False, repr=False)
     _step_code: np.ndarray = field(init=False, repr=False)
-    replayer: Replayer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         assert dict(self.ops.schema) == OPS_SCHEMA, dict(self.ops.schema)
@@ -88,7 +87,6 @@ class ReplayCase:
         object.__setattr__(self, "steps", steps)
         object.__setattr__(self, "_cells", (node, slot, dp))
         object.__setattr__(self, "_step_code", code)
-        object.__setattr__(self, "replayer", Replayer(self.graph))
 
     def matrix(self, values: np.ndarray) -> np.ndarray:
         """Per-row ``values`` (aligned with ``ops``) laid out as the engine's ``(nodes, slots, dp)`` array."""
@@ -97,11 +95,11 @@ class ReplayCase:
         out[self._cells] = values
         return out
 
-    def replay(self, durations: np.ndarray) -> Timeline:
-        """Replay the graph with per-row ``durations`` (aligned with ``ops``)."""
-        return self.replayer.run(self.matrix(durations))
+    def replay(self, durations: np.ndarray) -> NodeTimes:
+        """Replay the graph with per-row ``durations`` (aligned with ``ops``) on the timing engine."""
+        return replay(self.graph.timing, self.matrix(durations))
 
-    def step_times(self, timeline: Timeline) -> np.ndarray:
+    def step_times(self, timeline: NodeTimes) -> np.ndarray:
         """Replayed time of each step in ``steps`` order: the last end, since every step starts at 0."""
         times = np.zeros(len(self.steps))
         np.maximum.at(times, self._step_code.ravel(), timeline.end.max(axis=2).ravel())

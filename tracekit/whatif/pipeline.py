@@ -4,13 +4,12 @@ Nodes are the compute actions of ``tracekit.analysis.realized`` (an overlapped F
 node: its halves run as one chunk). Edges:
 
 - in-rank: each rank's actions of a step run in their recorded order;
-- cross-rank, from the stage numbering (stage ``s`` feeds ``s + 1``, the rule of
-  ``tracekit.schedule.engine``): F(s, m) needs F(s-1, m) unless s is the first stage of m's path;
-  the backward (B or I) of (s, m) needs the backward of (s+1, m), or F(s, m) on the last stage of
-  m's path; W(s, m) needs I(s, m). A micro-batch's path is the stages it ran on in that step
-  (DualPipe's two directions have paths 0..P-1 and P..2P-1).
+- cross-rank: the one dependency rule of ``tracekit.schedule.dependencies`` (F(s, m) needs
+  F(s-1, m); the backward of (s, m) needs the backward of (s+1, m), or F(s, m) at the loss; W
+  needs I), where a micro-batch's path is the stages it ran on in that step (DualPipe's two
+  directions have paths 0..P-1 and P..2P-1).
 
-Producers are found by (step, stage, kind, micro-batch), so a stage may run on any rank. Steps are
+Producers are found by (step, slot, stage, micro-batch), so a stage may run on any rank. Steps are
 independent subgraphs, each replayed from 0. The realized frame carries no communication, so the
 replay has no sync groups: its step time is compute and dependencies only, and the gap to the
 measured step span is communication, launch gaps and everything unlabelled.
@@ -20,19 +19,20 @@ Not for: clock alignment (``tracekit.whatif.clock`` uses ``cross_rank_dependenci
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from tracekit.errors import TracekitError
+from tracekit.schedule import dependencies as rule
+from tracekit.schedule.action import KIND_CODES
 from tracekit.whatif.case import MEASURED_SCHEMA, OPS_SCHEMA, ReplayCase
-from tracekit.whatif.graph import GraphBuilder, GraphCycleError
+from tracekit.whatif.graph import GraphCycleError, dependency_graph
 
 ACTION_COLUMNS = ("rank", "step", "stage", "kind", "microbatch", "start_ns", "end_ns", "overlapped")
 """Columns of the realized-actions frame this model reads."""
 
 PAIR_KIND = "F&B"
 """Op type of an overlapped forward/backward pair."""
-
-_BACKWARD = ("B", "I")
 
 DEPENDENCY_SCHEMA: dict[str, pl.DataType] = {
     "step": pl.Int32(),
@@ -43,33 +43,30 @@ DEPENDENCY_SCHEMA: dict[str, pl.DataType] = {
 }
 """One row per cross-rank data dependency: the consumer cannot start before the producer ends."""
 
-
-def _producers(stage: int, kind: str, microbatch: int, path: tuple[int, int]) -> list[tuple[int, str, int]]:
-    """(stage, kind class, micro-batch) of the actions that must end first; kind class 'bwd' = B or I."""
-    first, last = path
-    if kind == "F":
-        return [(stage - 1, "F", microbatch)] if stage > first else []
-    if kind in _BACKWARD:
-        return [(stage + 1, "bwd", microbatch)] if stage < last else [(stage, "F", microbatch)]
-    return [(stage, "I", microbatch)]
+_KIND_CODE = {kind.value: code for kind, code in rule.KIND_CODE.items()}
+_SLOT_KEY = ["step", "slot", "stage", "microbatch"]
 
 
-def _role(stage: int, path: tuple[int, int]) -> str:
-    """Where a stage sits on a micro-batch's path: first and last stages do different work (embedding, loss)."""
-    roles = [name for name, at in (("first", path[0]), ("last", path[1])) if stage == at]
-    return "&".join(roles) or "middle"
-
-
-def _paths(actions: pl.DataFrame) -> dict[tuple[int, int], tuple[int, int]]:
-    """(step, micro-batch) -> (first stage, last stage) of the path it ran."""
+def _with_paths(actions: pl.DataFrame) -> pl.DataFrame:
+    """Each action with the first and last stage of its micro-batch's path in its step."""
     spans = actions.group_by("step", "microbatch").agg(
-        pl.col("stage").min().alias("lo"), pl.col("stage").max().alias("hi")
+        pl.col("stage").min().alias("path_first"), pl.col("stage").max().alias("path_last")
     )
-    return {(step, mb): (lo, hi) for step, mb, lo, hi in spans.iter_rows()}
+    return actions.join(spans, on=["step", "microbatch"], how="left", maintain_order="left")
 
 
-def _kind_class(kind: str) -> str:
-    return "bwd" if kind in _BACKWARD else kind
+_AT_FIRST, _AT_LAST = pl.col("stage") == pl.col("path_first"), pl.col("stage") == pl.col("path_last")
+_ROLE = (
+    pl.when(_AT_FIRST & _AT_LAST)
+    .then(pl.lit("first&last"))
+    .when(_AT_FIRST)
+    .then(pl.lit("first"))
+    .when(_AT_LAST)
+    .then(pl.lit("last"))
+    .otherwise(pl.lit("middle"))
+    .alias("role")
+)
+"""Where a stage sits on a micro-batch's path: first and last stages do different work (embedding, loss)."""
 
 
 def _check(actions: pl.DataFrame, source: str) -> pl.DataFrame:
@@ -78,63 +75,71 @@ def _check(actions: pl.DataFrame, source: str) -> pl.DataFrame:
         raise TracekitError(f"realized actions lack columns {missing}", source)
     if actions.is_empty():
         raise TracekitError("no realized actions to replay", source)
+    unknown = actions.filter(~pl.col("kind").is_in(KIND_CODES))
+    if not unknown.is_empty():
+        raise TracekitError(f"unknown action kind {unknown['kind'][0]!r} (known: {', '.join(KIND_CODES)})", source)
     twice = actions.group_by("step", "stage", "kind", "microbatch").len().filter(pl.col("len") > 1)
     if not twice.is_empty():
-        row = twice.row(0, named=True)
+        row = twice.sort("step", "stage", "kind", "microbatch").row(0, named=True)
         raise TracekitError(
             f"action {row['stage']}{row['kind']}{row['microbatch']} runs {row['len']} times in step "
             f"{row['step']}: cannot tell which one a dependency waits for",
             source,
         )
-    return actions.select(ACTION_COLUMNS).sort("step", "rank", "start_ns", "end_ns")
+    ordered = actions.select(ACTION_COLUMNS).sort("step", "rank", "start_ns", "end_ns")
+    return _with_paths(ordered).with_row_index("row")
+
+
+def _dependencies(actions: pl.DataFrame) -> pl.DataFrame:
+    """(consumer row, producer row) of every dependency of ``_check``'s rows; producer null when absent."""
+    kind = actions["kind"].replace_strict(_KIND_CODE, return_dtype=pl.Int64()).to_numpy()
+    stage = actions["stage"].to_numpy().astype(np.int64)
+    slot, needed = rule.producers(
+        kind, stage, actions["path_first"].to_numpy(), actions["path_last"].to_numpy()
+    )
+    keys = actions.select("row", "step", "microbatch")
+    wants = keys.with_columns(pl.Series("slot", slot), pl.Series("stage", needed)).filter(
+        pl.col("slot") != rule.NO_SLOT
+    )
+    own = keys.with_columns(pl.Series("slot", rule.own_slots(kind)), pl.Series("stage", stage))
+    inputs = own.filter(pl.Series(rule.is_input(kind))).with_columns(pl.lit(rule.INPUT_SLOT, pl.Int64()).alias("slot"))
+    producers = pl.concat([own, inputs]).rename({"row": "producer"})
+    return (
+        wants.rename({"row": "consumer"})
+        .join(producers, on=_SLOT_KEY, how="left", maintain_order="left")
+        .select("consumer", "producer")
+    )
 
 
 def cross_rank_dependencies(actions: pl.DataFrame, source: str = "realized actions") -> pl.DataFrame:
     """Every dependency whose producer and consumer ran on different ranks (``DEPENDENCY_SCHEMA``)."""
     actions = _check(actions, source)
-    paths = _paths(actions)
-    keyed = actions.with_columns(pl.col("kind").replace({"B": "bwd", "I": "bwd"}).alias("kind_class"))
-    rows = []
-    for row in keyed.iter_rows(named=True):
-        path = paths[(row["step"], row["microbatch"])]
-        for stage, kind_class, microbatch in _producers(row["stage"], row["kind"], row["microbatch"], path):
-            rows.append((row["step"], stage, kind_class, microbatch, row["rank"], row["start_ns"]))
-    wants = pl.DataFrame(
-        rows,
-        schema={
-            "step": pl.Int32(),
-            "stage": pl.Int32(),
-            "kind_class": pl.String(),
-            "microbatch": pl.Int32(),
-            "dst_rank": pl.Int32(),
-            "dst_start_ns": pl.Int64(),
-        },
-        orient="row",
-    )
-    producers = keyed.select(
-        "step",
-        "stage",
-        "kind_class",
-        "microbatch",
-        pl.col("rank").alias("src_rank"),
-        pl.col("end_ns").alias("src_end_ns"),
+    ends = actions.select(pl.col("row").alias("producer"), pl.col("rank").alias("src_rank"), pl.col("end_ns").alias("src_end_ns"))
+    starts = actions.select(
+        pl.col("row").alias("consumer"), "step", pl.col("rank").alias("dst_rank"), pl.col("start_ns").alias("dst_start_ns")
     )
     return (
-        wants.join(producers, on=["step", "stage", "kind_class", "microbatch"], how="inner")
+        _dependencies(actions)
+        .drop_nulls("producer")
+        .join(ends, on="producer")
+        .join(starts, on="consumer")
         .filter(pl.col("src_rank") != pl.col("dst_rank"))
         .select(list(DEPENDENCY_SCHEMA))
         .cast(DEPENDENCY_SCHEMA)  # type: ignore[arg-type]
+        .sort(list(DEPENDENCY_SCHEMA))
     )
 
 
-def _nodes(actions: pl.DataFrame, source: str) -> list[list[dict]]:
-    """Each rank-step's actions grouped into nodes: one action, or the two halves of an F&B pair."""
-    nodes: list[list[dict]] = []
+def _nodes(actions: pl.DataFrame, source: str) -> np.ndarray:
+    """Each row's node: one per action, one per overlapped F&B pair (two consecutive overlapped rows of a lane)."""
+    node = np.empty(actions.height, dtype=np.int64)
+    count = 0
     for (_step, rank), rows in actions.group_by("step", "rank", maintain_order=True):
         pending: dict | None = None
-        for row in rows.iter_rows(named=True):
+        for row in rows.select("row", "stage", "kind", "microbatch", "overlapped").iter_rows(named=True):
             if not row["overlapped"]:
-                nodes.append([row])
+                node[row["row"]] = count
+                count += 1
                 continue
             if pending is None:
                 pending = row
@@ -146,77 +151,70 @@ def _nodes(actions: pl.DataFrame, source: str) -> list[list[dict]]:
                     "backward",
                     source,
                 )
-            nodes.append(sorted([pending, row], key=lambda half: half["kind"] != "F"))
+            node[[pending["row"], row["row"]]] = count
+            count += 1
             pending = None
         if pending is not None:
             raise TracekitError(
                 f"rank {rank}: overlapped action {pending['stage']}{pending['kind']}{pending['microbatch']} has no other half",
                 source,
             )
-    return nodes
+    return node
 
 
 def pipeline_case(actions: pl.DataFrame, source: str) -> tuple[ReplayCase, tuple[str, ...]]:
     """The realized schedule as a replay case, and warnings (dependencies whose producer is absent)."""
     actions = _check(actions, source)
-    paths = _paths(actions)
-    groups = _nodes(actions, source)
-    builder = GraphBuilder()
-    where: dict[tuple[int, int, str, int], int] = {}
-    previous: dict[tuple[int, int], int] = {}
-    for halves in groups:
-        first = halves[0]
-        label = f"step {first['step']} rank {first['rank']} " + ";".join(
-            f"{h['stage']}{h['kind']}{h['microbatch']}" for h in halves
+    rows = actions.with_columns(
+        pl.Series("node", _nodes(actions, source)), pl.col("kind").eq("F").alias("is_forward"), _ROLE
+    )
+    # One row per node, its forward half first: the node's stage and role are its forward's.
+    nodes = (
+        rows.sort("node", pl.col("is_forward").not_())
+        .group_by("node", maintain_order=True)
+        .agg(
+            pl.col("step", "rank", "stage").first(),
+            pl.col("kind").first(),
+            pl.len().alias("halves"),
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            pl.col("role").str.join("/").alias("work"),
+            (pl.col("stage").cast(pl.String()) + pl.col("kind") + pl.col("microbatch").cast(pl.String()))
+            .str.join(";")
+            .alias("what"),
         )
-        node = builder.node(label)
-        for half in halves:
-            where[(half["step"], half["stage"], _kind_class(half["kind"]), half["microbatch"])] = node
-            if half["kind"] == "I":
-                where[(half["step"], half["stage"], "I", half["microbatch"])] = node
-        lane = (first["step"], first["rank"])
-        if lane in previous:
-            builder.edge(previous[lane], node)
-        previous[lane] = node
-    absent = 0
-    for node, halves in enumerate(groups):
-        for half in halves:
-            path = paths[(half["step"], half["microbatch"])]
-            for stage, kind_class, microbatch in _producers(
-                half["stage"], half["kind"], half["microbatch"], path
-            ):
-                producer = where.get((half["step"], stage, kind_class, microbatch))
-                if producer is None:
-                    absent += 1
-                elif producer != node:
-                    builder.edge(producer, node)
+        .sort("node")
+    )
+    row_node = rows["node"].to_numpy()
+    lanes = nodes.select("step", "rank").to_numpy()
+    follows = np.flatnonzero((lanes[1:] == lanes[:-1]).all(axis=1)) + 1
+    dependencies = _dependencies(actions)
+    absent = dependencies["producer"].null_count()
+    found = dependencies.drop_nulls("producer")
+    producer = row_node[found["producer"].to_numpy()]
+    consumer = row_node[found["consumer"].to_numpy()]
+    distinct = producer != consumer
+    edges = np.unique(
+        np.concatenate([np.stack([follows - 1, follows], axis=1), np.stack([producer[distinct], consumer[distinct]], axis=1)]),
+        axis=0,
+    )
+    labels = [
+        f"step {step} rank {rank} {what}" for step, rank, what in nodes.select("step", "rank", "what").iter_rows()
+    ]
     try:
-        graph = builder.build()
+        graph = dependency_graph(labels, edges[:, 0], edges[:, 1])
     except GraphCycleError as error:
-        raise TracekitError(
-            f"realized order contradicts the pipeline dependencies: {error}", source
-        ) from None
-    rows = []
-    for node, halves in enumerate(groups):
-        first = halves[0]
-        start = min(h["start_ns"] for h in halves)
-        end = max(h["end_ns"] for h in halves)
-        kind = PAIR_KIND if len(halves) == 2 else first["kind"]
-        work = "/".join(_role(h["stage"], paths[(h["step"], h["microbatch"])]) for h in halves)
-        rows.append((node, first["step"], first["stage"], first["rank"], kind, work, (end - start) / 1e6))
+        raise TracekitError(f"realized order contradicts the pipeline dependencies: {error}", source) from None
     ops = (
-        pl.DataFrame(
-            rows,
-            schema={
-                "node": pl.Int32(),
-                "step": pl.Int64(),
-                "stage": pl.Int32(),
-                "rank": pl.Int32(),
-                "optype": pl.String(),
-                "work": pl.String(),
-                "duration_ms": pl.Float64(),
-            },
-            orient="row",
+        nodes.select(
+            pl.col("node").cast(pl.Int32()),
+            "step",
+            "stage",
+            "rank",
+            pl.when(pl.col("halves") == 2).then(pl.lit(PAIR_KIND)).otherwise(pl.col("kind")).alias("optype"),
+            "work",
+            # numpy divides exactly; polars multiplies by the reciprocal, off by an ulp now and then
+            pl.Series("duration_ms", (nodes["end_ns"].to_numpy() - nodes["start_ns"].to_numpy()) / 1e6),
         )
         .with_columns(
             pl.lit(0, pl.Int32()).alias("slot"),
