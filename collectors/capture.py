@@ -5,7 +5,9 @@ A ``Recorder`` counts training steps (one step = one call of a schedule's ``step
 after the last and writes ``rank{r}.json.gz`` (Kineto chrome trace, gzipped) and
 ``rank{r}.meta.json`` (what this rank knows: schedule, stages, steps, host, status) atomically.
 While the window is open, the labels of docs/labels.md are emitted; outside it every hook is a flag
-test and a call-through.
+test and a call-through. In live mode (``tracekit record --live``) the recorder also holds a
+``collectors.live.LiveTimer`` that times every step's actions, and opens a window when the live
+aggregator asks for one (capture on anomaly, into a directory beside live.jsonl).
 
 The process holds at most one current recorder (``current()``): the patched schedule methods
 of ``collectors.patch_torch`` and ``collectors.patch_dualpipe`` run inside user code that cannot
@@ -26,9 +28,10 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -103,11 +106,20 @@ class Recorder:
     _schedule: ScheduleInfo | None = None
     _problems: list[str] = field(default_factory=list)
     _started_unix_ns: int = 0
+    live: Any = None
+    """The ``collectors.live.LiveTimer`` of ``tracekit record --live``: times every step's actions."""
+    armed: bool = True
+    """False: no window yet (live mode waits for the aggregator to ask for one)."""
+    _live_dir: Path | None = None
 
     def begin_step(self, describe: Callable[[], ScheduleInfo | None] | None = None) -> None:
         """Called as a step starts; nested calls (a step() calling step()) count once."""
         self._depth += 1
-        if self._depth > 1 or self._failed or self._finished:
+        if self._depth > 1:
+            return
+        if self.live is not None:
+            self.live.begin_step(self.next_step)
+        if self._failed or self._finished or not self.armed:
             return
         if self._profiler is None and self.config.wants(self.next_step):
             self._start()
@@ -127,9 +139,32 @@ class Recorder:
             self._step_span.__exit__(None, None, None)
             self._step_span = None
             self._captured += 1
+        requests = [] if self.live is None else self.live.end_step(self.next_step)
         self.next_step += 1
         if self._profiler is not None and not self.config.wants(self.next_step):
             self._stop(complete=True)
+        for request in requests:
+            self._capture_requested(request)
+
+    def _capture_requested(self, request: dict[str, Any]) -> None:
+        """The live aggregator asks for a profiler capture of ``steps`` steps from ``first_step``."""
+        if self._profiler is not None or self._failed:
+            return
+        try:
+            first, count, name = int(request["first_step"]), int(request["steps"]), str(request["dir"])
+        except (KeyError, TypeError, ValueError):
+            self._problem(f"ignored a malformed capture request from the live aggregator: {request!r}")
+            return
+        if "/" in name or name.startswith(".") or count < 1:
+            self._problem(f"ignored a capture request for {name!r}: not a plain directory name")
+            return
+        first = max(first, self.next_step)  # a request that arrives late starts at the next step
+        if self._live_dir is None:
+            self._live_dir = self.config.out_dir
+        self.config = replace(
+            self.config, out_dir=self._live_dir / name, first_step=first, stop_step=first + count
+        )
+        self.armed, self._finished, self._captured, self._problems = True, False, 0, []
 
     def finish(self) -> None:
         """End of the job or of a ``Capture`` block: write what an unfinished window holds."""
@@ -151,6 +186,9 @@ class Recorder:
                     problem=f"the job ended after {self._captured} of {wanted} requested steps",
                 )
         self._finished = True
+        if self.live is not None:
+            live, self.live = self.live, None
+            live.close()
 
     def _remember_schedule(self, describe: Callable[[], ScheduleInfo | None]) -> None:
         try:
@@ -191,10 +229,14 @@ class Recorder:
             return
         self._profiler = profiler
         self.labelling = True
+        if self.live is not None:
+            self.live.profiling = True
 
     def _stop(self, complete: bool, problem: str | None = None) -> None:
         profiler, self._profiler = self._profiler, None
         self.labelling = False
+        if self.live is not None:
+            self.live.profiling = False
         assert profiler is not None
         name = trace_name(self._rank, complete)
         target = self.config.out_dir / name
@@ -218,6 +260,8 @@ class Recorder:
     def _fail(self, message: str) -> None:
         self._failed = True
         self.labelling = False
+        if self.live is not None:
+            self.live.profiling = False
         if self._profiler is not None:
             with contextlib.suppress(Exception):
                 self._profiler.stop()
@@ -277,6 +321,61 @@ def labelling() -> bool:
     return recorder is not None and recorder.labelling
 
 
+def watching() -> bool:
+    """True while actions are labelled (a capture window) or timed (live mode): the hooks' one test."""
+    recorder = current()
+    return recorder is not None and (recorder.labelling or recorder.live is not None)
+
+
+@contextlib.contextmanager
+def _both(outer: Any, inner: Any) -> Iterator[None]:
+    with outer, inner:
+        yield
+
+
+def _watched(label: str | None, timed: Any) -> contextlib.AbstractContextManager[object]:
+    """The label span (capture window) and/or the live timer span, whichever are on."""
+    span = None if label is None else record_function(label)
+    if span is None:
+        return _IDLE if timed is None else timed
+    return span if timed is None else _both(span, timed)
+
+
+def action_span(stage: int, kind: str, microbatch: int) -> contextlib.AbstractContextManager[object]:
+    """Label and/or time one compute action (what every patched schedule method wraps itself in)."""
+    recorder = current()
+    if recorder is None:
+        return _IDLE
+    return _watched(
+        labels.action_label(stage, kind, microbatch) if recorder.labelling else None,
+        None if recorder.live is None else recorder.live.action(stage, kind, microbatch),
+    )
+
+
+def pair_span(
+    forward: tuple[int, int], backward: tuple[int, str, int], label: bool = True
+) -> contextlib.AbstractContextManager[object]:
+    """Label and/or time an overlapped F&B pair; ``label=False`` when the schedule labels it itself."""
+    recorder = current()
+    if recorder is None:
+        return _IDLE
+    return _watched(
+        labels.pair_label(forward, backward) if recorder.labelling and label else None,
+        None if recorder.live is None else recorder.live.pair(forward, backward),
+    )
+
+
+def comm_span(op: str) -> contextlib.AbstractContextManager[object]:
+    """Label and/or time a wait on pipeline communication."""
+    recorder = current()
+    if recorder is None:
+        return _IDLE
+    return _watched(
+        labels.comm_label(op) if recorder.labelling else None,
+        None if recorder.live is None else recorder.live.comm(),
+    )
+
+
 def _adopt_env_recorder() -> None:
     """Under ``tracekit record`` (TRACEKIT_OUT set), make the process-wide recorder, once."""
     global _current, _env_checked
@@ -288,7 +387,11 @@ def _adopt_env_recorder() -> None:
         return
     if config is None:
         return
-    _current = Recorder(config)
+    from collectors import live
+
+    timer = live.from_env(os.environ, _rank_and_world_size)
+    # Live mode without --steps: no window until the aggregator asks for one.
+    _current = Recorder(config, live=timer, armed=timer is None or "TRACEKIT_STEPS" in os.environ)
     # A normal exit writes what an unfinished window holds (e.g. TRACEKIT_STEPS=all).
     atexit.register(_current.finish)
 
@@ -318,9 +421,7 @@ def mark(stage: int, kind: str, microbatch: int) -> contextlib.AbstractContextMa
     """Label one compute action of a pipeline tracekit does not patch: ``with mark(3, "F", 0): ...``."""
     if kind not in labels.KINDS:
         raise ValueError(f"kind must be one of {', '.join(labels.KINDS)}, not {kind!r}")
-    if not labelling():
-        return _IDLE
-    return record_function(labels.action_label(stage, kind, microbatch))
+    return action_span(stage, kind, microbatch)
 
 
 def mark_pair(
@@ -329,18 +430,14 @@ def mark_pair(
     """Label an overlapped F&B chunk: forward (stage, mb), backward (stage, kind, mb); mark its halves inside."""
     if backward[1] not in ("B", "I"):
         raise ValueError(f"the backward half of a pair is B or I, not {backward[1]!r}")
-    if not labelling():
-        return _IDLE
-    return record_function(labels.pair_label(forward, backward))
+    return pair_span(forward, backward)
 
 
 def mark_comm(op: str) -> contextlib.AbstractContextManager[object]:
     """Label a wait on pipeline communication: ``with mark_comm("recv"): work.wait()``."""
     if op not in labels.COMM_OPS:
         raise ValueError(f"op must be one of {', '.join(labels.COMM_OPS)}, not {op!r}")
-    if not labelling():
-        return _IDLE
-    return record_function(labels.comm_label(op))
+    return comm_span(op)
 
 
 class Capture:

@@ -5,7 +5,8 @@ it spawns its own ranks (torch.multiprocessing, gloo), or, when started by torch
 rank torchrun made. Each stage is a few ``tanh(Linear)`` layers, sized so one action costs a few
 milliseconds and the traces stay small. ``--slow-rank R --slow-ms X`` turns rank R into a
 straggler: each of its forward and backward-for-inputs (B or I) actions busy-waits X ms more per
-stage module (a busy-wait holds the core the way compute does; a sleep would free it). Weight
+stage module (a busy-wait holds the core the way compute does; a sleep would free it), from step
+``--slow-from-step K`` on (default 0: from the start). Weight
 actions (W) are not slowed. ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
 DualPipe's ``overlaped_forward_backward`` hook; ``--crash-rank R --crash-step S`` makes rank R
 SIGKILL itself in the middle of step S, to see what a capture does with a dying rank.
@@ -70,6 +71,8 @@ class JobConfig:
     """Rank whose compute is slowed (a straggler), or None."""
     slow_ms: float = 0.0
     """Extra busy-wait per forward and per B/I action on slow_rank, milliseconds."""
+    slow_from_step: int = 0
+    """First step in which slow_rank is slow (it runs at normal speed before)."""
     crash_rank: int | None = None
     """Rank that kills itself (SIGKILL) mid-step, to test what a capture does with a dying rank."""
     crash_step: int = 1
@@ -93,8 +96,8 @@ class JobConfig:
                 raise ValueError(f"rank {rank} is not in 0..{self.ranks - 1}")
         if self.overlap_hook and self.schedule != "deepseek-dualpipe":
             raise ValueError("--overlap-hook is DualPipe's hook: use it with --schedule deepseek-dualpipe")
-        if self.slow_ms < 0 or self.steps < 1 or self.microbatches < 1:
-            raise ValueError("--slow-ms must be >= 0, --steps and --microbatches >= 1")
+        if self.slow_ms < 0 or self.steps < 1 or self.microbatches < 1 or self.slow_from_step < 0:
+            raise ValueError("--slow-ms and --slow-from-step must be >= 0, --steps and --microbatches >= 1")
 
 
 class _BusyWait(torch.autograd.Function):
@@ -308,8 +311,11 @@ def make_trainer(config: JobConfig, rank: int) -> Callable[[int], None]:
     else:
         run_step = _torch_step_fn(config, rank, modules)
     optimizer = torch.optim.SGD([p for module in modules for p in module.parameters()], lr=1e-3)
+    slower = modules[0].seconds_slower
 
     def train(step: int) -> None:
+        for module in modules:
+            module.seconds_slower = slower if step >= config.slow_from_step else 0.0
         optimizer.zero_grad()
         run_step(step)
         optimizer.step()
@@ -378,6 +384,7 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
     parser.add_argument("--microbatch-rows", type=int, default=JobConfig.microbatch_rows)
     parser.add_argument("--slow-rank", type=int, default=None, help="make this rank a straggler")
     parser.add_argument("--slow-ms", type=float, default=0.0, help="extra busy-wait per F and B/I action")
+    parser.add_argument("--slow-from-step", type=int, default=0, help="the slow rank is slow from this step on")
     parser.add_argument("--crash-rank", type=int, default=None, help="this rank SIGKILLs itself mid-step")
     parser.add_argument("--crash-step", type=int, default=1, help="the step during which --crash-rank dies")
     parser.add_argument(
@@ -397,6 +404,7 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
             microbatch_rows=args.microbatch_rows,
             slow_rank=args.slow_rank,
             slow_ms=args.slow_ms,
+            slow_from_step=args.slow_from_step,
             crash_rank=args.crash_rank,
             crash_step=args.crash_step,
             overlap_hook=args.overlap_hook,

@@ -21,7 +21,9 @@ from typing import Any
 def report(message: str) -> None:
     """Print one ``tracekit:`` line on stderr; never raises (stderr itself may be gone)."""
     try:
-        print(f"tracekit: {message}", file=sys.stderr, flush=True)
+        # One write per line: ranks share stderr, and print() writes the newline apart.
+        sys.stderr.write(f"tracekit: {message}\n")
+        sys.stderr.flush()
     except Exception:  # noqa: BLE001, S110 - a closed stderr must not break the job either
         pass
 

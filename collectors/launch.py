@@ -48,13 +48,20 @@ def _writable(out_dir: Path) -> str | None:
     return None
 
 
-def capture_env(out_dir: Path, steps: str, run_id: str, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment that makes every Python process of a job capture into ``out_dir``."""
+def capture_env(
+    out_dir: Path, steps: str | None, run_id: str, base: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment that makes every Python process of a job capture into ``out_dir``.
+
+    ``steps`` None: no window (live mode, where the aggregator asks for captures).
+    """
     env = dict(os.environ if base is None else base)
     existing = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(INJECT_DIR) + (os.pathsep + existing if existing else "")
     env["TRACEKIT_OUT"] = str(out_dir)
-    env["TRACEKIT_STEPS"] = steps
+    env.pop("TRACEKIT_STEPS", None)
+    if steps is not None:
+        env["TRACEKIT_STEPS"] = steps
     env["TRACEKIT_RUN_ID"] = run_id
     return env
 
@@ -80,9 +87,18 @@ def _run(command: Sequence[str], env: dict[str, str] | None) -> int:
     return 128 - code if code < 0 else code
 
 
-def record(command: Sequence[str], out_dir: Path, steps: str) -> RecordOutcome:
+def record(
+    command: Sequence[str],
+    out_dir: Path,
+    steps: str | None,
+    *,
+    extra_env: dict[str, str] | None = None,
+    run_id: str | None = None,
+) -> RecordOutcome:
     """Run ``command`` capturing steps ``steps`` (``A:B``, ``A:`` or ``all``) into ``out_dir``.
 
+    ``steps`` None captures no window and writes no run.json (``tracekit record --live``, whose
+    aggregator asks for captures); ``extra_env`` is added to the job's environment.
     Raises FileNotFoundError / PermissionError if the command cannot be started.
     """
     out_dir = out_dir.resolve()
@@ -91,8 +107,10 @@ def record(command: Sequence[str], out_dir: Path, steps: str) -> RecordOutcome:
         report(f"cannot write to {out_dir} ({problem}); running the command without capture")
         return RecordOutcome(_run(command, None), None)
     _clear_earlier_capture(out_dir)
-    run_id = uuid.uuid4().hex
-    exit_code = _run(command, capture_env(out_dir, steps, run_id))
+    run_id = run_id or uuid.uuid4().hex
+    exit_code = _run(command, {**capture_env(out_dir, steps, run_id), **(extra_env or {})})
+    if steps is None:
+        return RecordOutcome(exit_code, None)
     try:
         manifest = write_manifest(out_dir, run_id=run_id, command=command, exit_code=exit_code)
     except OSError as error:

@@ -30,9 +30,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from torch.autograd.profiler import record_function
-
-from collectors import capture, labels
+from collectors import capture
 from collectors.files import report
 from collectors.hooks import wrap_attribute
 from collectors.manifest import MicrobatchPath, ScheduleInfo
@@ -87,10 +85,10 @@ def _step(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _forward(original: Callable[..., Any]) -> Callable[..., Any]:
     def _forward_compute_chunk(self: Any, phase: int) -> Any:
-        if not capture.labelling():
+        if not capture.watching():
             return original(self, phase)
         stage, microbatch = position(self, phase, self.current_f_chunk_id)
-        with record_function(labels.action_label(stage, "F", microbatch)):
+        with capture.action_span(stage, "F", microbatch):
             return original(self, phase)
 
     return _forward_compute_chunk
@@ -98,12 +96,12 @@ def _forward(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _backward(original: Callable[..., Any]) -> Callable[..., Any]:
     def _backward_compute_chunk(self: Any, phase: int, enable_zb: bool = False) -> Any:
-        if self.forward_only or not capture.labelling():
+        if self.forward_only or not capture.watching():
             return original(self, phase, enable_zb)
         stage, microbatch = position(self, phase, self.current_b_chunk_id)
         if enable_zb:
             self._tracekit_pending_weights.append((stage, microbatch))
-        with record_function(labels.action_label(stage, "I" if enable_zb else "B", microbatch)):
+        with capture.action_span(stage, "I" if enable_zb else "B", microbatch):
             return original(self, phase, enable_zb)
 
     return _backward_compute_chunk
@@ -111,11 +109,11 @@ def _backward(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _forward_backward(original: Callable[..., Any]) -> Callable[..., Any]:
     def _forward_backward_compute_chunk(self: Any, phase0: int, phase1: int) -> Any:
-        if self.forward_only or not capture.labelling():
+        if self.forward_only or not capture.watching():
             return original(self, phase0, phase1)
         forward = position(self, phase0, self.current_f_chunk_id)
         backward_stage, backward_microbatch = position(self, phase1, self.current_b_chunk_id)
-        with record_function(labels.pair_label(forward, (backward_stage, "B", backward_microbatch))):
+        with capture.pair_span(forward, (backward_stage, "B", backward_microbatch)):
             return original(self, phase0, phase1)
 
     return _forward_backward_compute_chunk
@@ -123,7 +121,7 @@ def _forward_backward(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _weight(original: Callable[..., Any]) -> Callable[..., Any]:
     def _weight_chunk(self: Any) -> Any:
-        if self.forward_only or not capture.labelling():
+        if self.forward_only or not capture.watching():
             return original(self)
         # The original waits on pending p2p work first; do it here so the wait is not inside W.
         self._commit_and_wait_comm()
@@ -131,7 +129,7 @@ def _weight(original: Callable[..., Any]) -> Callable[..., Any]:
             report("DualPipe ran a weight chunk with no pending backward-for-inputs; left unlabelled")
             return original(self)
         stage, microbatch = self._tracekit_pending_weights.popleft()
-        with record_function(labels.action_label(stage, "W", microbatch)):
+        with capture.action_span(stage, "W", microbatch):
             return original(self)
 
     return _weight_chunk
@@ -139,9 +137,9 @@ def _weight(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _commit_and_wait(original: Callable[..., Any]) -> Callable[..., Any]:
     def _commit_and_wait_comm(self: Any) -> Any:
-        if not self.comm_ops or not capture.labelling():
+        if not self.comm_ops or not capture.watching():
             return original(self)
-        with record_function(labels.comm_label(p2p_direction(self.comm_ops))):
+        with capture.comm_span(p2p_direction(self.comm_ops)):
             return original(self)
 
     return _commit_and_wait_comm

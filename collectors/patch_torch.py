@@ -12,7 +12,8 @@
 - the schedules module's ``record_function`` name, so the runtime's ``PP:(a;b)OVERLAP_F_B`` span
   gets a ``tracekit:`` pair span around the two halves the runtime runs one after the other.
 
-Each wrapper tests one flag and calls through when no capture window is open. Not for DualPipe
+Each wrapper tests one flag and calls through when no capture window is open and live mode is off;
+otherwise ``collectors.capture`` labels the action (window open) and/or times it (live mode). Not for DualPipe
 (``collectors.patch_dualpipe``) nor for the capture itself (``collectors.capture``).
 """
 
@@ -26,9 +27,8 @@ from types import ModuleType
 from typing import Any
 
 import torch.distributed as dist
-from torch.autograd.profiler import record_function
 
-from collectors import capture, labels
+from collectors import capture
 from collectors.hooks import wrap_attribute
 from collectors.manifest import MicrobatchPath, ScheduleInfo
 
@@ -45,8 +45,8 @@ SCHEDULE_NAMES: dict[str, str] = {
 }
 """torch schedule class -> normalized name (a subclass takes its nearest listed base's name)."""
 
-_PP_PAIR = re.compile(r"^PP:(\(\d+F\d+;\d+[BI]\d+\)OVERLAP_F_B)$")
-"""torch's label of an overlapped pair (``PP:(0F3;7B1)OVERLAP_F_B``); group 1 is our grammar too."""
+_PP_PAIR = re.compile(r"^PP:\((\d+)F(\d+);(\d+)([BI])(\d+)\)OVERLAP_F_B$")
+"""torch's label of an overlapped pair (``PP:(0F3;7B1)OVERLAP_F_B``): forward stage, mb; backward stage, kind, mb."""
 
 
 class _TaggedWorks(list):  # type: ignore[type-arg]
@@ -63,10 +63,10 @@ def p2p_direction(p2p_ops: list[Any]) -> str:
 
 def _forward(original: Callable[..., Any]) -> Callable[..., Any]:
     def forward_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not capture.labelling():
+        if not capture.watching():
             return original(self, *args, **kwargs)
         chunk = args[0] if args else kwargs["fwd_chunk_id"]
-        with record_function(labels.action_label(self.stage_index, "F", chunk)):
+        with capture.action_span(self.stage_index, "F", chunk):
             return original(self, *args, **kwargs)
 
     return forward_one_chunk
@@ -74,12 +74,12 @@ def _forward(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _backward(original: Callable[..., Any]) -> Callable[..., Any]:
     def backward_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not capture.labelling():
+        if not capture.watching():
             return original(self, *args, **kwargs)
         # Signature: (bwd_chunk_id, loss=None, full_backward=True, last_backward=False).
         chunk = args[0] if args else kwargs["bwd_chunk_id"]
         full = kwargs.get("full_backward", args[2] if len(args) > 2 else True)
-        with record_function(labels.action_label(self.stage_index, "B" if full else "I", chunk)):
+        with capture.action_span(self.stage_index, "B" if full else "I", chunk):
             return original(self, *args, **kwargs)
 
     return backward_one_chunk
@@ -87,10 +87,10 @@ def _backward(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _backward_weight(original: Callable[..., Any]) -> Callable[..., Any]:
     def backward_weight_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not capture.labelling():
+        if not capture.watching():
             return original(self, *args, **kwargs)
         chunk = args[0] if args else kwargs["bwd_chunk_id"]
-        with record_function(labels.action_label(self.stage_index, "W", chunk)):
+        with capture.action_span(self.stage_index, "W", chunk):
             return original(self, *args, **kwargs)
 
     return backward_weight_one_chunk
@@ -133,7 +133,7 @@ def _step(original: Callable[..., Any]) -> Callable[..., Any]:
 def _batch_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
     def batch_p2p(p2p_ops: list[dist.P2POp], *args: Any, **kwargs: Any) -> Any:
         works = original(p2p_ops, *args, **kwargs)
-        if not capture.labelling() or not works:
+        if not capture.watching() or not works:
             return works
         tagged = _TaggedWorks(works)
         tagged.op = p2p_direction(p2p_ops)
@@ -144,9 +144,9 @@ def _batch_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _wait_batch_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
     def wait_batch_p2p(work: list[dist.Work]) -> Any:
-        if not work or not capture.labelling():
+        if not work or not capture.watching():
             return original(work)
-        with record_function(labels.comm_label(getattr(work, "op", "wait"))):
+        with capture.comm_span(getattr(work, "op", "wait")):
             return original(work)
 
     return wait_batch_p2p
@@ -161,10 +161,14 @@ def _nested(outer: Any, inner: Any) -> Iterator[None]:
 def _record_function(original: Callable[..., Any]) -> Callable[..., Any]:
     def record_function_with_pairs(name: str, *args: Any, **kwargs: Any) -> Any:
         span = original(name, *args, **kwargs)
-        if not name.startswith("PP:(") or not capture.labelling():
+        if not name.startswith("PP:(") or not capture.watching():
             return span
         match = _PP_PAIR.match(name)
-        return span if match is None else _nested(span, record_function(labels.PREFIX + match[1]))
+        if match is None:
+            return span
+        forward = (int(match[1]), int(match[2]))
+        backward = (int(match[3]), match[4], int(match[5]))
+        return _nested(span, capture.pair_span(forward, backward))
 
     return record_function_with_pairs
 

@@ -7,6 +7,7 @@ the merged manifest through the output layer. Exits with the command's own exit 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 import polars as pl
@@ -14,9 +15,11 @@ import polars as pl
 from collectors.launch import record
 from collectors.manifest import Manifest
 from collectors.window import DEFAULT_STEPS, parse_steps
+from tracekit.cli.live import live_options, live_result, options_from
 from tracekit.cli.options import format_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.errors import TracekitError
+from tracekit.live.session import record_live
 
 _RANK_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -65,11 +68,23 @@ def _rank_table(manifest: Manifest) -> pl.DataFrame:
     help="Steps to capture: A:B (half-open, 0-based; a step is one call of a schedule's step()), A: or all. "
     "The default skips step 0, which carries one-off set-up work.",
 )
+@live_options
 @format_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
-def command(ctx: click.Context, out_dir: Path, steps: str, fmt: Format, command: tuple[str, ...]) -> None:
+def command(
+    ctx: click.Context, out_dir: Path, steps: str, fmt: Format, command: tuple[str, ...], live: bool, **live_args: Any
+) -> None:
     """Run COMMAND (python or torchrun) and capture one trace per rank, without changing its code."""
+    if live:
+        options = options_from(live_args, view=fmt == Format.TABLE)
+        explicit = ctx.get_parameter_source("steps") != click.core.ParameterSource.DEFAULT
+        try:
+            outcome = record_live(command, out_dir, steps if explicit else None, options)
+        except OSError as error:
+            raise TracekitError(f"cannot run {command[0]!r}: {error.strerror or error}") from None
+        emit(live_result(outcome, out_dir), fmt)
+        ctx.exit(outcome.exit_code)
     try:
         outcome = record(command, out_dir, steps)
     except OSError as error:

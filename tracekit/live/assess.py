@@ -1,0 +1,175 @@
+"""One interval of live summaries judged the way a captured trace is: stragglers, their price, bubbles.
+
+The interval's summaries become a realized-actions frame (``tracekit.live.summaries``), and from
+there every figure comes from the offline analysis's own functions: the dependency model and replay
+case (``tracekit.whatif.pipeline``), straggler scores and their what-if price
+(``tracekit.stragglers.scoring``), busy and bubble time (``tracekit.analysis.utilization``), and,
+when the ranks sit on several hosts, the clock alignment (``tracekit.whatif.clock``). Nothing here
+scores or prices on its own.
+
+``RANK_SCHEMA``, one row per rank of the interval:
+
+| column | dtype | unit / meaning | null means |
+|---|---|---|---|
+| rank | Int32 | global rank | never null |
+| steps | Int64 | steps of the interval the rank reported | never null |
+| step_ms | Float64 | median of the rank's own step durations, ms | never null |
+| comm_ms | Float64 | median time per step waiting on pipeline communication, ms | never null |
+| bubble_fraction | Float64 | idle share of the steps' windows (``tracekit.analysis.utilization``) | never null |
+| score | Float64 | the rank's lowest straggler score over its action kinds (1 typical, below 1 slower) | no kind of the rank could be judged |
+| saving_ms | Float64 | the largest step-time saving of bringing one of its kinds to the reference speed, ms | no kind could be judged |
+| dropped | Int64 | summaries the rank had dropped by the end of the interval | never null |
+
+Not for: deciding what persists across intervals (``tracekit.live.tracker``) or any I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from tracekit.analysis.utilization import rank_utilization, step_utilization
+from tracekit.live.summaries import StepSummary, realized_frame, step_frame
+from tracekit.stragglers.scoring import StragglerConfig, score_stragglers
+from tracekit.whatif.clock import apply_offsets, estimate_offsets
+from tracekit.whatif.pipeline import pipeline_case
+
+RANK_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "steps": pl.Int64(),
+    "step_ms": pl.Float64(),
+    "comm_ms": pl.Float64(),
+    "bubble_fraction": pl.Float64(),
+    "score": pl.Float64(),
+    "saving_ms": pl.Float64(),
+    "dropped": pl.Int64(),
+}
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    """How the live aggregator judges and reacts."""
+
+    interval_steps: int = 10
+    """Steps per interval: scores and prices are computed once per interval, over its steps."""
+    persist_intervals: int = 2
+    """A straggler flagged in this many intervals in a row is persistent (fewer: transient)."""
+    capture_steps: int = 2
+    """Steps of full torch.profiler trace to capture once a straggler is persistent (0: never capture)."""
+    capture_period_s: float = 600.0
+    """At most one capture on anomaly per this many seconds."""
+    first_step: int = 1
+    """Intervals start here: step 0 carries one-off set-up work (as the default capture window skips it)."""
+    stragglers: StragglerConfig = field(default_factory=StragglerConfig)
+    """Thresholds of the straggler scoring, the offline analysis's own."""
+
+    def __post_init__(self) -> None:
+        if self.interval_steps < 2:
+            raise ValueError("an interval needs at least 2 steps")
+        if self.persist_intervals < 1:
+            raise ValueError("persistence needs at least 1 interval")
+        if self.capture_steps < 0 or self.capture_period_s < 0 or self.first_step < 0:
+            raise ValueError("capture steps, capture period and first step must be >= 0")
+
+    def interval_of(self, step: int) -> int | None:
+        """Index of the interval step ``step`` belongs to; None before ``first_step``."""
+        return None if step < self.first_step else (step - self.first_step) // self.interval_steps
+
+    def interval_steps_of(self, index: int) -> range:
+        """The steps of interval ``index``."""
+        first = self.first_step + index * self.interval_steps
+        return range(first, first + self.interval_steps)
+
+
+@dataclass(frozen=True)
+class IntervalAssessment:
+    """What one interval's summaries say."""
+
+    index: int
+    steps: tuple[int, ...]
+    """Steps judged: those every reporting rank summarised, none of them profiled."""
+    ranks: pl.DataFrame
+    """``RANK_SCHEMA``."""
+    scores: pl.DataFrame
+    """``tracekit.stragglers.scoring.SCORE_SCHEMA``, most harmful first."""
+    step_ms: float
+    """Median step time of the interval: the wall span of a step across the ranks, ms."""
+    warnings: tuple[str, ...]
+
+
+def usable_steps(summaries: Sequence[StepSummary], ranks: set[int]) -> list[int]:
+    """Steps that every one of ``ranks`` summarised, none of them while profiling."""
+    by_step: dict[int, set[int]] = {}
+    profiled: set[int] = set()
+    for summary in summaries:
+        by_step.setdefault(summary.step, set()).add(summary.rank)
+        if summary.profiled:
+            profiled.add(summary.step)
+    return sorted(step for step, seen in by_step.items() if seen >= ranks and step not in profiled)
+
+
+def flagged_stragglers(scores: pl.DataFrame) -> list[dict]:
+    """The flagged rows of a score table as plain alerts: rank, kind, stage(s), slower_pct, saving_ms."""
+    alerts = []
+    for row in scores.filter(pl.col("flagged")).iter_rows(named=True):
+        stages = [int(s) for s in row["stages"].split(",")]
+        alerts.append(
+            {
+                "rank": row["rank"],
+                "stage": stages[0] if len(stages) == 1 else stages,
+                "kind": row["kind"],
+                "slower_pct": round((1 / row["score"] - 1) * 100, 1),
+                "saving_ms": round(row["saving_ms"], 3),
+                "step_ms": round(row["step_ms"], 3),
+            }
+        )
+    return alerts
+
+
+def assess_interval(
+    index: int, summaries: Sequence[StepSummary], ranks: set[int], config: LiveConfig
+) -> IntervalAssessment:
+    """Judge interval ``index`` from its summaries; ``ranks`` are those expected to report."""
+    steps = usable_steps(summaries, ranks)
+    kept = [s for s in summaries if s.step in set(steps) and s.rank in ranks]
+    actions = realized_frame(kept)
+    hosts = {s.rank: s.host for s in kept}
+    warnings: list[str] = []
+    if len(set(hosts.values())) > 1:
+        # Ranks on one host share perf_counter's clock; across hosts, align as for a trace.
+        clock = estimate_offsets(actions, hosts)
+        actions = apply_offsets(actions, clock.rank_offset_ns)
+    case, replay_warnings = pipeline_case(actions, f"live interval {index}")
+    warnings.extend(replay_warnings)
+    scores = score_stragglers(case, config.stragglers)
+    per_rank_scores = scores.group_by("rank").agg(
+        pl.col("score").min().alias("score"), pl.col("saving_ms").max().alias("saving_ms")
+    )
+    own = (
+        step_frame(kept)
+        .group_by("rank")
+        .agg(
+            pl.len().cast(pl.Int64()).alias("steps"),
+            pl.col("step_ms").median(),
+            pl.col("comm_ms").median(),
+            pl.col("dropped").max(),
+        )
+    )
+    bubbles = rank_utilization(step_utilization(actions)).select("rank", "bubble_fraction")
+    table = (
+        own.join(bubbles, on="rank", how="left")
+        .join(per_rank_scores, on="rank", how="left")
+        .select(list(RANK_SCHEMA))
+        .cast(RANK_SCHEMA)  # type: ignore[arg-type]
+        .sort("rank")
+    )
+    return IntervalAssessment(
+        index=index,
+        steps=tuple(steps),
+        ranks=table,
+        scores=scores,
+        step_ms=float(case.measured["measured_ms"].median()),  # type: ignore[arg-type]
+        warnings=tuple(warnings),
+    )

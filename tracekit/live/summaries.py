@@ -1,0 +1,122 @@
+"""Ranks' step summaries (``collectors.live_wire``) as typed values and as a realized-actions frame.
+
+A summary is validated where it enters (a datagram from the network); one that does not fit is
+refused with the reason, counted by the aggregator and never half-used. ``realized_frame`` lays
+the summaries of an interval out in ``tracekit.analysis.realized.REALIZED_SCHEMA``, so the live
+scores come from the same functions as the offline analysis of a trace.
+
+``STEP_SCHEMA``, one row per (rank, step) summary:
+
+| column | dtype | unit / meaning | null means |
+|---|---|---|---|
+| rank | Int32 | global rank | never null |
+| step | Int32 | training step (the rank's count of step() calls, from 0) | never null |
+| step_ms | Float64 | the rank's own step duration, first hook to last | never null |
+| comm_ms | Float64 | time waiting on pipeline communication in the step | never null |
+| dropped | Int64 | summaries the rank had dropped when it sent this one | never null |
+
+Not for: receiving datagrams (``tracekit.live.aggregator``) or scoring (``tracekit.live.assess``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from tracekit.analysis.realized import REALIZED_SCHEMA
+
+LIVE_SOURCE = "live"
+"""``source`` of realized actions timed in live mode (not read from a label)."""
+
+KINDS = frozenset("FBIW")
+
+STEP_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "step": pl.Int32(),
+    "step_ms": pl.Float64(),
+    "comm_ms": pl.Float64(),
+    "dropped": pl.Int64(),
+}
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    """One rank's summary of one step."""
+
+    rank: int
+    world_size: int
+    host: str
+    pid: int
+    step: int
+    start_ns: int
+    """Step start on the rank's host clock (perf_counter_ns)."""
+    duration_ns: int
+    comm_ns: int
+    clock: str
+    """``cpu`` (perf_counter) or ``cuda`` (events)."""
+    profiled: bool
+    """torch.profiler ran during the step (a capture on anomaly): its timing is not typical."""
+    dropped: int
+    actions: tuple[tuple[int, str, int, int, int, bool], ...]
+    """(stage, kind, micro-batch, start offset ns, end offset ns, overlapped)."""
+
+
+def _int(value: Any, what: str, low: int = 0) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{what} is {value!r}, not an integer >= {low}")
+    return value
+
+
+def parse_summary(message: dict[str, Any]) -> StepSummary:
+    """A ``"step"`` message as a StepSummary; ValueError naming the first fault."""
+    if message.get("v") != 1:
+        raise ValueError(f"unknown summary version {message.get('v')!r}")
+    raw_actions = message.get("a")
+    if not isinstance(raw_actions, list):
+        raise ValueError("no action list")
+    actions = []
+    for item in raw_actions:
+        if not isinstance(item, list) or len(item) != 6 or item[1] not in KINDS:
+            raise ValueError(f"bad action {item!r}")
+        stage, kind, microbatch, start, end, overlapped = item
+        start, end = _int(start, "action start", -(2**62)), _int(end, "action end", -(2**62))
+        if end < start:
+            raise ValueError(f"action {stage}{kind}{microbatch} ends before it starts")
+        actions.append((_int(stage, "stage"), kind, _int(microbatch, "micro-batch"), start, end, bool(overlapped)))
+    world = _int(message.get("w"), "world size", 1)
+    rank = _int(message.get("r"), "rank")
+    if rank >= world:
+        raise ValueError(f"rank {rank} outside world size {world}")
+    return StepSummary(
+        rank=rank,
+        world_size=world,
+        host=str(message.get("h")),
+        pid=_int(message.get("p"), "pid"),
+        step=_int(message.get("s"), "step"),
+        start_ns=_int(message.get("t0"), "step start", -(2**62)),
+        duration_ns=_int(message.get("d"), "step duration"),
+        comm_ns=_int(message.get("c"), "communication time"),
+        clock=str(message.get("clk")),
+        profiled=bool(message.get("cap")),
+        dropped=_int(message.get("x"), "drop count"),
+        actions=tuple(actions),
+    )
+
+
+def realized_frame(summaries: Iterable[StepSummary]) -> pl.DataFrame:
+    """The summaries' actions in ``REALIZED_SCHEMA``, times on each rank's host clock, ordered like a trace's."""
+    rows = [
+        (s.rank, s.step, stage, kind, mb, s.start_ns + start, s.start_ns + end, overlapped, LIVE_SOURCE)
+        for s in summaries
+        for stage, kind, mb, start, end, overlapped in s.actions
+    ]
+    return pl.DataFrame(rows, schema=REALIZED_SCHEMA, orient="row").sort("rank", "start_ns")
+
+
+def step_frame(summaries: Sequence[StepSummary]) -> pl.DataFrame:
+    """One row per summary in ``STEP_SCHEMA``."""
+    rows = [(s.rank, s.step, s.duration_ns / 1e6, s.comm_ns / 1e6, s.dropped) for s in summaries]
+    return pl.DataFrame(rows, schema=STEP_SCHEMA, orient="row")
