@@ -384,7 +384,9 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
     parser.add_argument("--microbatch-rows", type=int, default=JobConfig.microbatch_rows)
     parser.add_argument("--slow-rank", type=int, default=None, help="make this rank a straggler")
     parser.add_argument("--slow-ms", type=float, default=0.0, help="extra busy-wait per F and B/I action")
-    parser.add_argument("--slow-from-step", type=int, default=0, help="the slow rank is slow from this step on")
+    parser.add_argument(
+        "--slow-from-step", type=int, default=0, help="the slow rank is slow from this step on"
+    )
     parser.add_argument("--crash-rank", type=int, default=None, help="this rank SIGKILLs itself mid-step")
     parser.add_argument("--crash-step", type=int, default=1, help="the step during which --crash-rank dies")
     parser.add_argument(

@@ -15,7 +15,9 @@ SAMPLE_1F1B = "sample_traces/1f1b"
 def summaries_of(actions: pl.DataFrame, host: str = "host-a") -> list[StepSummary]:
     """One StepSummary per (rank, step) of a realized-actions frame, as a rank would have sent it."""
     summaries = []
-    for (rank, step), rows in actions.sort("rank", "step", "start_ns").group_by("rank", "step", maintain_order=True):
+    for (rank, step), rows in actions.sort("rank", "step", "start_ns").group_by(
+        "rank", "step", maintain_order=True
+    ):
         start = int(rows["start_ns"].min())
         summaries.append(
             StepSummary(
@@ -31,7 +33,14 @@ def summaries_of(actions: pl.DataFrame, host: str = "host-a") -> list[StepSummar
                 profiled=False,
                 dropped=0,
                 actions=tuple(
-                    (r["stage"], r["kind"], r["microbatch"], r["start_ns"] - start, r["end_ns"] - start, r["overlapped"])
+                    (
+                        r["stage"],
+                        r["kind"],
+                        r["microbatch"],
+                        r["start_ns"] - start,
+                        r["end_ns"] - start,
+                        r["overlapped"],
+                    )
                     for r in rows.iter_rows(named=True)
                 ),
             )

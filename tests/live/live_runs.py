@@ -60,7 +60,18 @@ def record_live(
 ) -> LiveRun:
     """``tracekit record --live --format json`` in a subprocess; ``during(out_dir)`` runs while it does."""
     process = subprocess.Popen(
-        [*TRACEKIT, "record", "--out", str(out_dir), "--live", *live_args, "--format", "json", "--", *command],
+        [
+            *TRACEKIT,
+            "record",
+            "--out",
+            str(out_dir),
+            "--live",
+            *live_args,
+            "--format",
+            "json",
+            "--",
+            *command,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -20,9 +20,22 @@ from tracekit.live.summaries import StepSummary
 
 def _message(summary: StepSummary) -> bytes:
     return live_wire.encode(
-        {"t": "step", "v": 1, "r": summary.rank, "w": summary.world_size, "h": summary.host, "p": summary.pid,
-         "s": summary.step, "t0": summary.start_ns, "d": summary.duration_ns, "c": 0, "clk": "cpu", "cap": 0,
-         "x": 0, "a": [list(a) for a in summary.actions]}  # fmt: skip
+        {
+            "t": "step",
+            "v": 1,
+            "r": summary.rank,
+            "w": summary.world_size,
+            "h": summary.host,
+            "p": summary.pid,
+            "s": summary.step,
+            "t0": summary.start_ns,
+            "d": summary.duration_ns,
+            "c": 0,
+            "clk": "cpu",
+            "cap": 0,
+            "x": 0,
+            "a": [list(a) for a in summary.actions],
+        }  # fmt: skip
     )
 
 

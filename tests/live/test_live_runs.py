@@ -26,7 +26,9 @@ SLOW_MS = "20"
 def test_a_rank_turning_slow_is_named_with_stage_kind_and_saving_then_captured(
     tmp_path: Path, slow_rank: int
 ) -> None:
-    command = job("--slow-rank", str(slow_rank), "--slow-ms", SLOW_MS, "--slow-from-step", str(SLOW_FROM), steps=20)
+    command = job(
+        "--slow-rank", str(slow_rank), "--slow-ms", SLOW_MS, "--slow-from-step", str(SLOW_FROM), steps=20
+    )
     run = record_live(tmp_path, command, "--live-interval", str(INTERVAL), "--live-persist", "2")
     assert run.exit_code == 0, run.stderr[-3000:]
     alerts = run.records("alert")
@@ -46,7 +48,10 @@ def test_a_rank_turning_slow_is_named_with_stage_kind_and_saving_then_captured(
     manifest = json.loads((directory / "run.json").read_text())
     assert manifest["complete"], manifest
     done = subprocess.run(
-        [*TRACEKIT, "stragglers", str(directory), "--format", "json"], capture_output=True, text=True, check=False
+        [*TRACEKIT, "stragglers", str(directory), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     named = {row["rank"] for row in json.loads(done.stdout)["stragglers"]}
@@ -111,7 +116,9 @@ def test_a_wrong_live_address_warns_once_per_rank_and_training_goes_on(tmp_path:
 
 
 def test_a_dying_rank_is_reported_within_one_interval(tmp_path: Path) -> None:
-    run = record_live(tmp_path, job("--crash-rank", "2", "--crash-step", "7", steps=20), "--live-interval", "3")
+    run = record_live(
+        tmp_path, job("--crash-rank", "2", "--crash-step", "7", steps=20), "--live-interval", "3"
+    )
     assert run.exit_code != 0
     lost = {r["rank"]: r for r in run.records("rank_lost")}
     assert 2 in lost, run.records()

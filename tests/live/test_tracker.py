@@ -34,7 +34,9 @@ def test_a_straggler_turns_persistent_after_k_intervals_and_a_gap_starts_the_cou
     assert seen == [[(2, "B", False)], [(2, "B", True)], [(2, "B", True)], [], [(2, "B", False)]]
 
 
-def test_a_persistent_straggler_asks_for_one_capture_per_period(intervals: dict[str, IntervalAssessment]) -> None:
+def test_a_persistent_straggler_asks_for_one_capture_per_period(
+    intervals: dict[str, IntervalAssessment],
+) -> None:
     tracker = Tracker(LiveConfig(persist_intervals=2, capture_steps=3, capture_period_s=100))
     asked = []
     for index, now_s in enumerate([0, 10, 20, 30, 150]):

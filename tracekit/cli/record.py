@@ -73,7 +73,13 @@ def _rank_table(manifest: Manifest) -> pl.DataFrame:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
 def command(
-    ctx: click.Context, out_dir: Path, steps: str, fmt: Format, command: tuple[str, ...], live: bool, **live_args: Any
+    ctx: click.Context,
+    out_dir: Path,
+    steps: str,
+    fmt: Format,
+    command: tuple[str, ...],
+    live: bool,
+    **live_args: Any,
 ) -> None:
     """Run COMMAND (python or torchrun) and capture one trace per rank, without changing its code."""
     if live:

@@ -120,7 +120,11 @@ class Aggregator:
             rank = message.get("r")
             state = self.ranks.get(rank) if isinstance(rank, int) else None
             if state is not None:
-                state.done, state.steps, state.dropped = True, int(message.get("s") or 0), int(message.get("x") or 0)
+                state.done, state.steps, state.dropped = (
+                    True,
+                    int(message.get("s") or 0),
+                    int(message.get("x") or 0),
+                )
                 if self.metrics is not None:
                     self.metrics.rank_down(rank)
             return
@@ -181,7 +185,9 @@ class Aggregator:
         self._merge_captures()
 
     def _silent_limit_s(self) -> float:
-        return SILENT_BEFORE_FIRST_INTERVAL_S if self.interval_s is None else max(MIN_SILENT_S, self.interval_s)
+        return (
+            SILENT_BEFORE_FIRST_INTERVAL_S if self.interval_s is None else max(MIN_SILENT_S, self.interval_s)
+        )
 
     def _find_lost(self, now_s: float) -> None:
         here = socket.gethostname()
@@ -197,8 +203,13 @@ class Aggregator:
             if reason is None:
                 continue
             state.lost = True
-            record = {"type": "rank_lost", "rank": rank, "last_step": state.last_step, "reason": reason,
-                      "silent_s": round(silent, 2)}
+            record = {
+                "type": "rank_lost",
+                "rank": rank,
+                "last_step": state.last_step,
+                "reason": reason,
+                "silent_s": round(silent, 2),
+            }
             self.write(record)
             self.say(event_line(record))
             if self.metrics is not None:
@@ -214,7 +225,10 @@ class Aggregator:
         except TracekitError as error:
             self._skip(base, f"{error}")
             return
-        except (ValueError, AssertionError) as error:  # an interval too thin to replay (e.g. no step complete)
+        except (
+            ValueError,
+            AssertionError,
+        ) as error:  # an interval too thin to replay (e.g. no step complete)
             self._skip(base, f"cannot judge: {error!r}")
             return
         if not assessment.steps:
@@ -293,14 +307,19 @@ class Aggregator:
         self._log.close()
 
 
-def interval_record(base: dict[str, Any], assessment: IntervalAssessment, alerts: Sequence[dict[str, Any]]) -> dict:
+def interval_record(
+    base: dict[str, Any], assessment: IntervalAssessment, alerts: Sequence[dict[str, Any]]
+) -> dict:
     """The ``interval`` record of live.jsonl."""
     return {
         **base,
         "steps_judged": len(assessment.steps),
         "step_ms": round(assessment.step_ms, 3),
         "ranks": [{k: _round(v) for k, v in row.items()} for row in assessment.ranks.to_dicts()],
-        "stragglers": [{k: a[k] for k in ("rank", "stage", "kind", "slower_pct", "saving_ms", "persistent")} for a in alerts],
+        "stragglers": [
+            {k: a[k] for k in ("rank", "stage", "kind", "slower_pct", "saving_ms", "persistent")}
+            for a in alerts
+        ],
         "warnings": list(assessment.warnings),
     }
 
@@ -348,7 +367,9 @@ def serve(aggregator: Aggregator, parent_pid: int) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tracekit.live.aggregator", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tracekit.live.aggregator", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--fd", type=int, help="an already bound UDP socket (tracekit record passes one)")
     parser.add_argument("--listen", help="HOST:PORT to bind when no --fd is given")
     parser.add_argument("--out", type=Path, required=True, help="directory of live.jsonl and the captures")

@@ -15,6 +15,7 @@ scores or prices on its own.
 | steps | Int64 | steps of the interval the rank reported | never null |
 | step_ms | Float64 | median of the rank's own step durations, ms | never null |
 | comm_ms | Float64 | median time per step waiting on pipeline communication, ms | never null |
+| action_ms | Float64 | median duration of the rank's compute actions, ms | never null |
 | bubble_fraction | Float64 | idle share of the steps' windows (``tracekit.analysis.utilization``) | never null |
 | score | Float64 | the rank's lowest straggler score over its action kinds (1 typical, below 1 slower) | no kind of the rank could be judged |
 | saving_ms | Float64 | the largest step-time saving of bringing one of its kinds to the reference speed, ms | no kind could be judged |
@@ -41,6 +42,7 @@ RANK_SCHEMA: dict[str, pl.DataType] = {
     "steps": pl.Int64(),
     "step_ms": pl.Float64(),
     "comm_ms": pl.Float64(),
+    "action_ms": pl.Float64(),
     "bubble_fraction": pl.Float64(),
     "score": pl.Float64(),
     "saving_ms": pl.Float64(),
@@ -158,8 +160,12 @@ def assess_interval(
         )
     )
     bubbles = rank_utilization(step_utilization(actions)).select("rank", "bubble_fraction")
+    action_ms = actions.group_by("rank").agg(
+        ((pl.col("end_ns") - pl.col("start_ns")).median() / 1e6).alias("action_ms")
+    )
     table = (
         own.join(bubbles, on="rank", how="left")
+        .join(action_ms, on="rank", how="left")
         .join(per_rank_scores, on="rank", how="left")
         .select(list(RANK_SCHEMA))
         .cast(RANK_SCHEMA)  # type: ignore[arg-type]

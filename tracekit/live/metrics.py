@@ -32,14 +32,24 @@ class LiveMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.step_ms = Gauge("tracekit_live_step_ms", "Median own step duration, ms", ["rank"], registry=r)
-        self.bubble = Gauge("tracekit_live_bubble_fraction", "Idle share of the step windows", ["rank"], registry=r)
+        self.bubble = Gauge(
+            "tracekit_live_bubble_fraction", "Idle share of the step windows", ["rank"], registry=r
+        )
         self.score = Gauge(
-            "tracekit_live_straggler_score", "Straggler score (1 typical, below 1 slower)", ["rank", "kind"], registry=r
+            "tracekit_live_straggler_score",
+            "Straggler score (1 typical, below 1 slower)",
+            ["rank", "kind"],
+            registry=r,
         )
         self.saving = Gauge(
-            "tracekit_live_saving_ms", "Step-time saving at reference speed (what-if), ms", ["rank", "kind"], registry=r
+            "tracekit_live_saving_ms",
+            "Step-time saving at reference speed (what-if), ms",
+            ["rank", "kind"],
+            registry=r,
         )
-        self.dropped = Gauge("tracekit_live_dropped_summaries", "Summaries the rank dropped", ["rank"], registry=r)
+        self.dropped = Gauge(
+            "tracekit_live_dropped_summaries", "Summaries the rank dropped", ["rank"], registry=r
+        )
         self.up = Gauge("tracekit_live_rank_up", "1 while the rank reports", ["rank"], registry=r)
         self.alerts = Counter("tracekit_live_alerts", "Straggler alerts raised", ["rank", "kind"], registry=r)
         self.interval = Gauge("tracekit_live_interval", "Index of the last interval judged", registry=r)

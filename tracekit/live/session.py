@@ -88,7 +88,9 @@ def _bind(listen: str) -> tuple[socket.socket, str]:
         sock.bind((host, port))
     except OSError as error:
         sock.close()
-        raise TracekitError(f"cannot listen for live summaries on {listen}: {error.strerror or error}") from None
+        raise TracekitError(
+            f"cannot listen for live summaries on {listen}: {error.strerror or error}"
+        ) from None
     bound_host, bound_port = sock.getsockname()[:2]
     local = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bound_host, bound_host)
     return sock, f"[{local}]:{bound_port}" if ":" in local else f"{local}:{bound_port}"
@@ -151,7 +153,9 @@ def record_live(
     run_id = uuid.uuid4().hex
     problems: list[str] = []
     if options.join is not None:
-        outcome = record(command, out_dir, steps, extra_env={live_wire.ADDRESS_ENV: options.join}, run_id=run_id)
+        outcome = record(
+            command, out_dir, steps, extra_env={live_wire.ADDRESS_ENV: options.join}, run_id=run_id
+        )
         return LiveOutcome(outcome.exit_code, None, (), (), ())
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -85,7 +85,9 @@ def parse_summary(message: dict[str, Any]) -> StepSummary:
         start, end = _int(start, "action start", -(2**62)), _int(end, "action end", -(2**62))
         if end < start:
             raise ValueError(f"action {stage}{kind}{microbatch} ends before it starts")
-        actions.append((_int(stage, "stage"), kind, _int(microbatch, "micro-batch"), start, end, bool(overlapped)))
+        actions.append(
+            (_int(stage, "stage"), kind, _int(microbatch, "micro-batch"), start, end, bool(overlapped))
+        )
     world = _int(message.get("w"), "world size", 1)
     rank = _int(message.get("r"), "rank")
     if rank >= world:

@@ -74,7 +74,9 @@ class Tracker:
         if self.config.capture_steps == 0:
             return None
         persistent = [a for a in alerts if a["persistent"]]
-        recent = self.last_capture_s is not None and now_s - self.last_capture_s < self.config.capture_period_s
+        recent = (
+            self.last_capture_s is not None and now_s - self.last_capture_s < self.config.capture_period_s
+        )
         if not persistent or recent:
             return None
         worst = max(persistent, key=lambda a: a["saving_ms"])

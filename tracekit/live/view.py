@@ -22,7 +22,9 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def interval_view(assessment: IntervalAssessment, alerts: Sequence[dict[str, Any]], lost: Sequence[int]) -> Group:
+def interval_view(
+    assessment: IntervalAssessment, alerts: Sequence[dict[str, Any]], lost: Sequence[int]
+) -> Group:
     """The per-rank table of one interval, then its stragglers."""
     steps = assessment.steps
     title = (
