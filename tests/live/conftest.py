@@ -1,61 +1,16 @@
-"""Fixtures of the live tests: step summaries cut from a real captured trace."""
+"""Fixtures of the live tests."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
+from live_samples import SAMPLE_1F1B
 
 from tracekit.analysis.realized import realized_actions
-from tracekit.live.summaries import StepSummary
 from tracekit.trace.run import load_run
-
-SAMPLE_1F1B = "sample_traces/1f1b"
-
-
-def summaries_of(actions: pl.DataFrame, host: str = "host-a") -> list[StepSummary]:
-    """One StepSummary per (rank, step) of a realized-actions frame, as a rank would have sent it."""
-    summaries = []
-    for (rank, step), rows in actions.sort("rank", "step", "start_ns").group_by(
-        "rank", "step", maintain_order=True
-    ):
-        start = int(rows["start_ns"].min())
-        summaries.append(
-            StepSummary(
-                rank=rank,
-                world_size=4,
-                host=host,
-                pid=1000 + rank,
-                step=step,
-                start_ns=start,
-                duration_ns=int(rows["end_ns"].max()) - start,
-                comm_ns=0,
-                clock="cpu",
-                profiled=False,
-                dropped=0,
-                actions=tuple(
-                    (
-                        r["stage"],
-                        r["kind"],
-                        r["microbatch"],
-                        r["start_ns"] - start,
-                        r["end_ns"] - start,
-                        r["overlapped"],
-                    )
-                    for r in rows.iter_rows(named=True)
-                ),
-            )
-        )
-    return summaries
 
 
 @pytest.fixture(scope="session")
 def sample_actions() -> pl.DataFrame:
     """The realized actions of the committed 4-rank 1F1B capture (2 steps)."""
     return realized_actions(load_run(SAMPLE_1F1B))
-
-
-def slowed(actions: pl.DataFrame, rank: int, kind: str, factor: float) -> pl.DataFrame:
-    """``actions`` with ``rank``'s ``kind`` actions lasting ``factor`` times as long (ends moved)."""
-    hit = (pl.col("rank") == rank) & (pl.col("kind") == kind)
-    longer = (pl.col("start_ns") + (pl.col("end_ns") - pl.col("start_ns")) * factor).cast(pl.Int64())
-    return actions.with_columns(pl.when(hit).then(longer).otherwise(pl.col("end_ns")).alias("end_ns"))

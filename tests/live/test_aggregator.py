@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import summaries_of
+from live_samples import summaries_of
 
 from collectors import live_wire
 from tracekit.live.aggregator import LOG_NAME, MAX_OPEN_INTERVALS, Aggregator

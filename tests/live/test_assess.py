@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from conftest import SAMPLE_1F1B, slowed, summaries_of
+from live_samples import SAMPLE_1F1B, slowed, summaries_of
 
 from tracekit.analysis.realized import REALIZED_SCHEMA
 from tracekit.live.assess import RANK_SCHEMA, LiveConfig, assess_interval, flagged_stragglers, usable_steps

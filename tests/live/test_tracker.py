@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from conftest import slowed, summaries_of
+from live_samples import slowed, summaries_of
 
 from tracekit.live.assess import IntervalAssessment, LiveConfig, assess_interval
 from tracekit.live.tracker import CAPTURE_LEAD_STEPS, Tracker
