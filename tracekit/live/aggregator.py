@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import select
 import signal
@@ -41,7 +42,7 @@ from collectors.merge import write_manifest
 from tracekit.errors import TracekitError
 from tracekit.live.assess import IntervalAssessment, LiveConfig, assess_interval
 from tracekit.live.summaries import StepSummary, parse_summary
-from tracekit.live.tracker import CaptureRequest, Tracker
+from tracekit.live.tracker import CAPTURE_LEAD_STEPS, CaptureRequest, Tracker
 from tracekit.live.view import event_line, interval_view
 from tracekit.stragglers.scoring import StragglerConfig
 
@@ -220,6 +221,7 @@ class Aggregator:
         steps = self.config.interval_steps_of(index)
         expected = {s.rank for s in summaries} - {r for r, st in self.ranks.items() if st.lost}
         base = {"type": "interval", "interval": index, "first_step": steps[0], "last_step": steps[-1]}
+        judging_since = time.monotonic()
         try:
             assessment = assess_interval(index, summaries, expected, self.config)
         except TracekitError as error:
@@ -236,7 +238,10 @@ class Aggregator:
             return
         self.interval_s = assessment.step_ms / 1000 * self.config.interval_steps
         latest = max(state.last_step for state in self.ranks.values())
-        alerts, capture = self.tracker.update(assessment, latest, now_s)
+        # Steps the ranks run while this interval was judged, and as many again for the request to land.
+        judging_s = time.monotonic() - judging_since
+        lead = math.ceil(2 * judging_s / max(assessment.step_ms / 1000, 1e-3)) + CAPTURE_LEAD_STEPS
+        alerts, capture = self.tracker.update(assessment, latest, now_s, lead_steps=lead)
         self.alerts += len(alerts)
         self.write(interval_record(base, assessment, alerts))
         for alert in alerts:

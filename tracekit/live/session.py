@@ -142,21 +142,56 @@ def read_log(path: Path) -> tuple[dict[str, Any], ...]:
     return tuple(records)
 
 
+CAPTURE_GLOB = "capture-step*"
+"""Directories of the captures on anomaly, beside live.jsonl."""
+
+
+def _merge_captures(
+    out_dir: Path,
+    names: Sequence[str],
+    run_id: str,
+    command: Sequence[str],
+    exit_code: int,
+    problems: list[str],
+) -> tuple[dict[str, Any], ...]:
+    """Write run.json of each capture directory with the job's exit status; their payloads."""
+    captures = []
+    for name in names:
+        directory = out_dir / name
+        if not directory.is_dir():
+            problems.append(
+                f"a capture into {name} was asked for, but no rank reached its steps before the job ended"
+            )
+            continue
+        try:
+            manifest = write_manifest(directory, run_id=run_id, command=command, exit_code=exit_code)
+        except OSError as error:
+            problems.append(f"cannot write {directory / 'run.json'}: {error}")
+            continue
+        captures.append(manifest.to_json())
+    return tuple(captures)
+
+
 def record_live(
     command: Sequence[str], out_dir: Path, steps: str | None, options: LiveOptions
 ) -> LiveOutcome:
     """Run ``command`` in live mode, writing ``out_dir/live.jsonl`` and captures on anomaly beside it."""
     out_dir = Path(out_dir).resolve()
     log = out_dir / LOG_NAME
-    if log.exists():
-        raise TracekitError(f"{log} holds an earlier live session; choose another --out (nothing was run)")
+    if log.exists() or any(out_dir.glob(CAPTURE_GLOB)):
+        raise TracekitError(
+            f"{out_dir} holds an earlier live session; choose another --out (nothing was run)"
+        )
     run_id = uuid.uuid4().hex
     problems: list[str] = []
     if options.join is not None:
         outcome = record(
             command, out_dir, steps, extra_env={live_wire.ADDRESS_ENV: options.join}, run_id=run_id
         )
-        return LiveOutcome(outcome.exit_code, None, (), (), ())
+        # The aggregator elsewhere may have asked this host's ranks for captures: merge them here.
+        asked = sorted(path.name for path in out_dir.glob(CAPTURE_GLOB) if path.is_dir())
+        captures = _merge_captures(out_dir, asked, run_id, command, outcome.exit_code, problems)
+        return LiveOutcome(outcome.exit_code, None, (), captures, tuple(problems))
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -173,20 +208,6 @@ def record_live(
     finally:
         _stop(aggregator, problems)
     records = read_log(log) if log.exists() else ()
-    captures = []
-    for record_ in records:
-        if record_.get("type") != "capture":
-            continue
-        directory = out_dir / record_["dir"]
-        if not directory.is_dir():
-            problems.append(
-                f"the capture of steps {record_['first_step']}-{record_['first_step'] + record_['steps'] - 1} "
-                "was asked for, but no rank reached it before the job ended"
-            )
-            continue
-        try:
-            manifest = write_manifest(directory, run_id=run_id, command=command, exit_code=outcome.exit_code)
-            captures.append(manifest.to_json())
-        except OSError as error:
-            problems.append(f"cannot write {directory / 'run.json'}: {error}")
-    return LiveOutcome(outcome.exit_code, log, records, tuple(captures), tuple(problems))
+    asked = [r["dir"] for r in records if r.get("type") == "capture" and isinstance(r.get("dir"), str)]
+    captures = _merge_captures(out_dir, asked, run_id, command, outcome.exit_code, problems)
+    return LiveOutcome(outcome.exit_code, log, records, captures, tuple(problems))

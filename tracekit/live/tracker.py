@@ -20,7 +20,8 @@ from typing import Any
 from tracekit.live.assess import IntervalAssessment, LiveConfig, flagged_stragglers
 
 CAPTURE_LEAD_STEPS = 2
-"""A capture starts this many steps after the latest step any rank has reported."""
+"""A capture starts at least this many steps after the latest step any rank has reported (the
+aggregator adds the steps that run while it judges, so the request reaches every rank in time)."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,11 @@ class Tracker:
     captures: list[CaptureRequest] = field(default_factory=list)
 
     def update(
-        self, assessment: IntervalAssessment, latest_step: int, now_s: float
+        self,
+        assessment: IntervalAssessment,
+        latest_step: int,
+        now_s: float,
+        lead_steps: int = CAPTURE_LEAD_STEPS,
     ) -> tuple[list[dict[str, Any]], CaptureRequest | None]:
         """Alerts of this interval (live.jsonl ``alert`` records) and a capture to ask for, if any."""
         flagged = flagged_stragglers(assessment.scores)
@@ -68,9 +73,9 @@ class Tracker:
                     "intervals": streak,
                 }
             )
-        return alerts, self._capture(alerts, latest_step, now_s)
+        return alerts, self._capture(alerts, latest_step + max(lead_steps, CAPTURE_LEAD_STEPS), now_s)
 
-    def _capture(self, alerts: list[dict[str, Any]], latest_step: int, now_s: float) -> CaptureRequest | None:
+    def _capture(self, alerts: list[dict[str, Any]], first: int, now_s: float) -> CaptureRequest | None:
         if self.config.capture_steps == 0:
             return None
         persistent = [a for a in alerts if a["persistent"]]
@@ -80,7 +85,6 @@ class Tracker:
         if not persistent or recent:
             return None
         worst = max(persistent, key=lambda a: a["saving_ms"])
-        first = latest_step + CAPTURE_LEAD_STEPS
         request = CaptureRequest(
             first_step=first,
             steps=self.config.capture_steps,
