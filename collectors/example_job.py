@@ -3,11 +3,16 @@
 Run it as ``python -m collectors.example_job --schedule dualpipev --ranks 4 --microbatches 8 --steps 3``;
 it spawns its own ranks (torch.multiprocessing, gloo), or, when started by torchrun, runs as the
 rank torchrun made. Each stage is a few ``tanh(Linear)`` layers, sized so one action costs a few
-milliseconds and the traces stay small. ``--slow-rank R --slow-ms X`` turns rank R into a
-straggler: each of its forward and backward-for-inputs (B or I) actions busy-waits X ms more per
-stage module (a busy-wait holds the core the way compute does; a sleep would free it), from step
-``--slow-from-step K`` on (default 0: from the start). Weight
-actions (W) are not slowed. ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
+milliseconds and the traces stay small. ``--slow-rank R --slow-ms X`` turns rank R (any rank,
+first and last included) into a straggler: each of its stage modules takes X ms more in every
+forward and again in every backward (the delay sits on the stage's output, so its gradient meets
+it first: B, or I when the weight gradient is split off; on the first stage, whose input needs no
+gradient, wherever its backward runs), from step ``--slow-from-step K`` on (default 0: from the
+start). ``--slow-how spin`` (the default) busy-waits, holding the core the way compute does;
+``sleep`` frees it, as a slow accelerator leaves the host's other work alone. ``--slow-link A:B
+--slow-link-ms X`` makes the link between ranks A and B slow: every wait on a transfer between
+them (torch.distributed.pipelining schedules) returns X ms late, while compute runs at normal
+speed. ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
 DualPipe's ``overlaped_forward_backward`` hook; ``--crash-rank R --crash-step S`` makes rank R
 SIGKILL itself in the middle of step S, to see what a capture does with a dying rank.
 
@@ -28,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -70,9 +76,15 @@ class JobConfig:
     slow_rank: int | None = None
     """Rank whose compute is slowed (a straggler), or None."""
     slow_ms: float = 0.0
-    """Extra busy-wait per forward and per B/I action on slow_rank, milliseconds."""
+    """Extra time per forward and per backward of each stage module on slow_rank, milliseconds."""
     slow_from_step: int = 0
     """First step in which slow_rank is slow (it runs at normal speed before)."""
+    slow_how: str = "spin"
+    """How the straggler loses its time: ``spin`` (busy-wait, holds the core) or ``sleep``."""
+    slow_link: tuple[int, int] | None = None
+    """Two ranks whose transfers to each other are slow, or None."""
+    slow_link_ms: float = 0.0
+    """Extra time every wait on a transfer over slow_link takes, milliseconds."""
     crash_rank: int | None = None
     """Rank that kills itself (SIGKILL) mid-step, to test what a capture does with a dying rank."""
     crash_step: int = 1
@@ -96,29 +108,75 @@ class JobConfig:
                 raise ValueError(f"rank {rank} is not in 0..{self.ranks - 1}")
         if self.overlap_hook and self.schedule != "deepseek-dualpipe":
             raise ValueError("--overlap-hook is DualPipe's hook: use it with --schedule deepseek-dualpipe")
-        if self.slow_ms < 0 or self.steps < 1 or self.microbatches < 1 or self.slow_from_step < 0:
-            raise ValueError("--slow-ms and --slow-from-step must be >= 0, --steps and --microbatches >= 1")
+        if self.slow_ms < 0 or self.slow_link_ms < 0 or self.slow_from_step < 0:
+            raise ValueError("--slow-ms, --slow-link-ms and --slow-from-step must be >= 0")
+        if self.steps < 1 or self.microbatches < 1:
+            raise ValueError("--steps and --microbatches must be >= 1")
+        if self.slow_how not in ("spin", "sleep"):
+            raise ValueError("--slow-how is spin or sleep")
+        if self.slow_link is not None:
+            if self.schedule == "deepseek-dualpipe":
+                raise ValueError("--slow-link slows torch.distributed.pipelining's transfers, not DualPipe's")
+            if len(set(self.slow_link)) != 2 or not all(0 <= r < self.ranks for r in self.slow_link):
+                raise ValueError(f"--slow-link needs two different ranks in 0..{self.ranks - 1}")
 
 
-class _BusyWait(torch.autograd.Function):
-    """Identity that spins for ``seconds`` in forward and again in backward: simulated slow compute."""
+class _Delay(torch.autograd.Function):
+    """Identity that loses ``seconds`` in forward and again in backward: simulated slow compute."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, seconds: float) -> torch.Tensor:  # type: ignore[override]
-        ctx.seconds = seconds
-        _spin(seconds)
+    def forward(ctx, x: torch.Tensor, seconds: float, spin: bool) -> torch.Tensor:  # type: ignore[override]
+        ctx.seconds, ctx.spin = seconds, spin
+        _lose(seconds, spin)
         return x.view_as(x).clone()
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
-        _spin(ctx.seconds)
-        return grad, None
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+        _lose(ctx.seconds, ctx.spin)
+        return grad, None, None
 
 
-def _spin(seconds: float) -> None:
+def _lose(seconds: float, spin: bool) -> None:
+    if not spin:
+        time.sleep(seconds)
+        return
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         pass
+
+
+class _LateWork:
+    """A p2p work whose wait returns ``seconds`` after the real one: a slow link."""
+
+    def __init__(self, work: Any, seconds: float) -> None:
+        self._work, self._seconds = work, seconds
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._work.wait(*args, **kwargs)
+        time.sleep(self._seconds)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
+
+
+def _slow_link(config: JobConfig, rank: int) -> None:
+    """Make this rank's waits on transfers from its slow-link peer return late (torch schedules)."""
+    if config.slow_link is None or rank not in config.slow_link:
+        return
+    from torch.distributed.pipelining import schedules
+
+    peer = config.slow_link[1] if rank == config.slow_link[0] else config.slow_link[0]
+    seconds = config.slow_link_ms / 1000
+    batch_p2p = schedules._batch_p2p
+
+    def late_batch_p2p(p2p_ops: list[Any], *args: Any, **kwargs: Any) -> Any:
+        works = batch_p2p(p2p_ops, *args, **kwargs)
+        if works and any(op.op is dist.irecv and op.peer == peer for op in p2p_ops):
+            works[-1] = _LateWork(works[-1], seconds)  # in place: a wrapper's tags on the list stay
+        return works
+
+    schedules._batch_p2p = late_batch_p2p
 
 
 class _DeferredWeightLinearFn(torch.autograd.Function):
@@ -163,6 +221,7 @@ class StageModule(nn.Module):
         linear = _DeferredWeightLinear if config.schedule == "deepseek-dualpipe" else nn.Linear
         self.layers = nn.ModuleList(linear(config.hidden, config.hidden) for _ in range(config.layers))
         self.seconds_slower = seconds_slower
+        self.spin = config.slow_how == "spin"
         self.crash_after_forwards = crash_after_forwards
         self.forwards = 0
 
@@ -171,10 +230,10 @@ class StageModule(nn.Module):
         if self.crash_after_forwards is not None and self.forwards > self.crash_after_forwards:
             # SIGKILL, not an exception: a rank lost to the OOM killer or a node failure runs no cleanup.
             os.kill(os.getpid(), signal.SIGKILL)
-        if self.seconds_slower:
-            x = _BusyWait.apply(x, self.seconds_slower)
         for layer in self.layers:
             x = torch.tanh(layer(x))
+        if self.seconds_slower:
+            x = _Delay.apply(x, self.seconds_slower, self.spin)
         return x
 
 
@@ -306,6 +365,7 @@ def _dualpipe_step_fn(config: JobConfig, rank: int, modules: list[StageModule]) 
 def make_trainer(config: JobConfig, rank: int) -> Callable[[int], None]:
     """Build rank ``rank``'s stages and schedule (process group already up); returns train(step)."""
     modules = _build_modules(config, rank)
+    _slow_link(config, rank)
     if config.schedule == "deepseek-dualpipe":
         run_step = _dualpipe_step_fn(config, rank, modules)
     else:
@@ -370,6 +430,13 @@ def run_job(config: JobConfig) -> int:
     return 0
 
 
+def _rank_pair(text: str) -> tuple[int, int]:
+    first, sep, second = text.partition(":")
+    if not sep or not first.isdigit() or not second.isdigit():
+        raise argparse.ArgumentTypeError(f"expected A:B (two ranks), not {text!r}")
+    return int(first), int(second)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
     """Command-line arguments to a JobConfig."""
     parser = argparse.ArgumentParser(
@@ -383,10 +450,13 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
     parser.add_argument("--layers", type=int, default=JobConfig.layers, help="tanh(Linear) layers per stage")
     parser.add_argument("--microbatch-rows", type=int, default=JobConfig.microbatch_rows)
     parser.add_argument("--slow-rank", type=int, default=None, help="make this rank a straggler")
-    parser.add_argument("--slow-ms", type=float, default=0.0, help="extra busy-wait per F and B/I action")
+    parser.add_argument("--slow-ms", type=float, default=0.0, help="extra ms per forward and backward of each stage")
     parser.add_argument(
         "--slow-from-step", type=int, default=0, help="the slow rank is slow from this step on"
     )
+    parser.add_argument("--slow-how", choices=("spin", "sleep"), default="spin", help="busy-wait or sleep")
+    parser.add_argument("--slow-link", type=_rank_pair, default=None, help="A:B, two ranks whose transfers are slow")
+    parser.add_argument("--slow-link-ms", type=float, default=0.0, help="extra ms per wait on a transfer over the link")
     parser.add_argument("--crash-rank", type=int, default=None, help="this rank SIGKILLs itself mid-step")
     parser.add_argument("--crash-step", type=int, default=1, help="the step during which --crash-rank dies")
     parser.add_argument(
@@ -407,6 +477,9 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
             slow_rank=args.slow_rank,
             slow_ms=args.slow_ms,
             slow_from_step=args.slow_from_step,
+            slow_how=args.slow_how,
+            slow_link=args.slow_link,
+            slow_link_ms=args.slow_link_ms,
             crash_rank=args.crash_rank,
             crash_step=args.crash_step,
             overlap_hook=args.overlap_hook,

@@ -58,6 +58,24 @@ class MicrobatchPath:
 
 
 @dataclass(frozen=True)
+class StageWork:
+    """What one stage module holds, counted once when the capture window opens (``collectors.work``).
+
+    Analysis compares stages without peers by it (``tracekit.stragglers.work``).
+    """
+
+    stage: int
+    """Global stage index."""
+    params: int
+    """Parameters of the stage module (shared ones once)."""
+    embedding_params: int
+    """Of those, parameters held by embedding tables (``nn.Embedding``/``nn.EmbeddingBag``)."""
+    layers: int
+    """Length of the stage's longest ``ModuleList``/``ModuleDict`` (its repeated blocks), else its
+    leaf modules that hold parameters."""
+
+
+@dataclass(frozen=True)
 class RunSchedule:
     """The pipeline schedule every rank of a run agrees on."""
 
@@ -97,6 +115,8 @@ class ScheduleInfo:
     """Which micro-batches flow through which stages (DualPipe has two directions)."""
     stage_numbering: str = "torch.distributed.pipelining stage_index"
     """How stage indices were assigned."""
+    stage_work: tuple[StageWork, ...] = ()
+    """Parameters and layers of this rank's stage modules, where they could be counted."""
 
     def run_schedule(self) -> RunSchedule:
         """The run-wide part (everything but this rank's stages)."""
@@ -218,6 +238,9 @@ class Manifest:
     """Micro-batches per step (``schedule.microbatches``)."""
     rank_to_stages: dict[int, tuple[int, ...]] = field(default_factory=dict)
     """Rank -> the global stages it ran, for ranks that described their schedule."""
+    stage_work: tuple[StageWork, ...] | None = None
+    """One entry per stage whose work a rank counted, by stage; None when none was counted (older
+    captures, custom loops)."""
     steps: RunSteps = RunSteps()
     """The step window."""
     torch_version: str | None = None
@@ -287,6 +310,7 @@ __all__ = [
     "RunSteps",
     "ScheduleInfo",
     "SchemaError",
+    "StageWork",
     "parse_manifest",
     "parse_rank_meta",
     "sidecar_name",

@@ -24,6 +24,7 @@ from collectors.manifest import (
     RankMeta,
     RunSteps,
     SchemaError,
+    StageWork,
     parse_rank_meta,
 )
 
@@ -96,6 +97,17 @@ def read_sidecars(out_dir: Path, run_id: str | None, problems: list[str]) -> dic
     return metas
 
 
+def _stage_work(metas: dict[int, RankMeta], problems: list[str]) -> tuple[StageWork, ...] | None:
+    """One work entry per stage from the ranks' schedules; a replica counting otherwise is a problem."""
+    by_stage: dict[int, StageWork] = {}
+    for rank, meta in sorted(metas.items()):
+        for work in meta.schedule.stage_work if meta.schedule is not None else ():
+            known = by_stage.setdefault(work.stage, work)
+            if known != work:
+                problems.append(f"rank {rank} counts stage {work.stage}'s work as {work}, another rank as {known}")
+    return tuple(by_stage[stage] for stage in sorted(by_stage)) or None
+
+
 def build_manifest(
     out_dir: Path,
     *,
@@ -134,6 +146,7 @@ def build_manifest(
         rank_to_stages={
             rank: meta.schedule.stages for rank, meta in sorted(metas.items()) if meta.schedule is not None
         },
+        stage_work=_stage_work(metas, problems),
         steps=RunSteps(requested=requested, captured=captured),
         torch_version=torch_version,
         hosts=tuple(sorted({meta.host for meta in metas.values() if meta.host})),

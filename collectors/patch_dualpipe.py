@@ -35,6 +35,7 @@ from collectors.files import report
 from collectors.hooks import wrap_attribute
 from collectors.manifest import MicrobatchPath, ScheduleInfo
 from collectors.patch_torch import p2p_direction
+from collectors.work import stage_work
 
 STAGE_NUMBERING = (
     "dualpipe-v: pp rank r runs stage r (direction 0) and stage 2P-1-r (direction 1); "
@@ -63,6 +64,15 @@ def describe(pipe: Any, num_chunks: int) -> ScheduleInfo:
         stages=(pipe.rank, 2 * ranks - 1 - pipe.rank),
         paths=(MicrobatchPath(0, half, 0, ranks - 1), MicrobatchPath(half, num_chunks, ranks, 2 * ranks - 1)),
         stage_numbering=STAGE_NUMBERING,
+        # module[phase] runs the stage of that relative phase (see ``position``).
+        stage_work=tuple(
+            work
+            for work in (
+                stage_work(position(pipe, phase, [0, 0])[0], module)
+                for phase, module in enumerate(getattr(pipe, "module", ()))
+            )
+            if work is not None
+        ),
     )
 
 

@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 from collectors import capture
 from collectors.hooks import wrap_attribute
+from collectors.work import stage_work
 from collectors.manifest import MicrobatchPath, ScheduleInfo
 
 SCHEDULE_NAMES: dict[str, str] = {
@@ -113,6 +114,11 @@ def describe(schedule: Any) -> ScheduleInfo:
         microbatches=microbatches,
         stages=tuple(stage.stage_index for stage in stages),
         paths=(MicrobatchPath(0, microbatches, 0, num_stages - 1),),
+        stage_work=tuple(
+            work
+            for work in (stage_work(stage.stage_index, getattr(stage, "submod", None)) for stage in stages)
+            if work is not None
+        ),
     )
 
 

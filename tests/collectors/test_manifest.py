@@ -107,3 +107,31 @@ def test_the_collectors_schedule_names_are_the_simulators_where_it_generates_the
     not_simulated = set(SCHEDULE_NAMES.values()) - set(GENERATORS)
 
     assert not_simulated == {"looped-bfs", "interleaved-zero-bubble", "forward-only", "csv-runtime"}
+
+
+def _with_work(out_dir: Path, rank: int, stages: list[dict[str, int]]) -> None:
+    path = out_dir / f"rank{rank}.meta.json"
+    meta = json.loads(path.read_text())
+    meta["schedule"]["stage_work"] = stages
+    path.write_text(json.dumps(meta))
+
+
+def test_each_stages_work_is_listed_once_and_disagreement_reported(tmp_path: Path) -> None:
+    for rank in range(3):
+        _sidecar(tmp_path, rank, "complete")
+    work = {"params": 10, "embedding_params": 0, "layers": 2}
+    _with_work(tmp_path, 0, [{"stage": 0, **work}])
+    _with_work(tmp_path, 1, [{"stage": 1, **work}])
+    _with_work(tmp_path, 2, [{"stage": 1, **work, "layers": 3}])  # a replica that counts otherwise
+
+    manifest = build_manifest(tmp_path, run_id="run")
+
+    assert [(w.stage, w.params, w.layers) for w in manifest.stage_work] == [(0, 10, 2), (1, 10, 2)]
+    assert any("counts stage 1's work" in problem for problem in manifest.problems)
+    assert parse_manifest(json.loads(json.dumps(manifest.to_json()))).stage_work == manifest.stage_work
+
+
+def test_no_counted_work_leaves_stage_work_null(tmp_path: Path) -> None:
+    _sidecar(tmp_path, 0, "complete")
+
+    assert build_manifest(tmp_path, run_id="run").stage_work is None
