@@ -1,75 +1,137 @@
-"""Real CPU captures of the example job: the injected straggler is named first and costs step time."""
+"""Real 4-rank (and 2-rank) gloo captures of the example job: planted stragglers named first, priced.
+
+Every capture is made once per module (``runs``) and shared by the tests. Signal stands above
+noise by design: the straggler sleeps 30 ms per forward and per backward of each stage module
+(about ten times an action's compute), so results hold with both cores busy.
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import statistics
 from pathlib import Path
 
+import polars as pl
 import pytest
+from stragglers.straggler_runs import SLOW_MS, Job, record_all
 
-from tracekit.stragglers.scoring import score_stragglers
-from tracekit.whatif.attribution import what_if
+from tracekit.stragglers.links import slow_links
+from tracekit.stragglers.scoring import Stragglers, score_stragglers
+from tracekit.stragglers.work import stage_work
 from tracekit.whatif.inputs import load_case
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 CLEAN_SAMPLES = ("1f1b", "gpipe", "zbv", "interleaved-1f1b", "dualpipev")
-"""Sample runs without an injected straggler (deepseek-dualpipe is left out: see docs/stragglers.md)."""
+"""Sample runs without a planted straggler (deepseek-dualpipe is left out: see docs/stragglers.md)."""
+
+PLANTED = [(schedule, 4, rank) for schedule in ("1f1b", "zbv", "dualpipev") for rank in range(4)] + [
+    ("1f1b", 2, 0),
+    ("1f1b", 2, 1),
+]
+"""(schedule, ranks, straggler rank): every rank of each schedule, and both ranks of a 2-rank pipeline."""
+
+AB_CASES = [("1f1b", 4, 1), ("dualpipev", 4, 0)]
+"""Cases whose predicted saving is checked against a clean capture made at the same time."""
 
 
-def _record(out_dir: Path, schedule: str, slow_rank: int, slow_ms: float) -> Path:
-    """``tracekit record`` of the example job with a straggler, as a user would run it."""
-    command = [
-        sys.executable, "-c", "from tracekit.cli.main import main; main()",
-        "record", "--out", str(out_dir), "--steps", "1:3", "--format", "json", "--",
-        sys.executable, "-m", "collectors.example_job", "--schedule", schedule, "--ranks", "4",
-        "--microbatches", "8", "--steps", "3", "--slow-rank", str(slow_rank), "--slow-ms", str(slow_ms),
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return out_dir
+def _reference(schedule: str, ranks: int, rank: int) -> str:
+    """Peers for a rank whose stages are all in the middle of the path, else its expected cost."""
+    ends = {0, ranks - 1} if schedule == "1f1b" else {0}  # a V schedule's rank 0 holds both ends
+    return "expected" if rank in ends else "peers"
+
+
+def _name(schedule: str, ranks: int, rank: int) -> str:
+    return f"{schedule}-p{ranks}-r{rank}"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every capture these tests read, by name; each A/B pair captured side by side."""
+    jobs = []
+    for schedule, ranks, rank in AB_CASES:
+        jobs += [
+            Job(_name(schedule, ranks, rank), schedule, ranks, slow_rank=rank),
+            Job(f"{schedule}-p{ranks}-clean", schedule, ranks),
+        ]
+    jobs += [
+        Job(_name(s, p, r), s, p, slow_rank=r) for s, p, r in PLANTED if (s, p, r) not in AB_CASES
+    ]
+    jobs += [
+        Job("1f1b-p4-r2-short", "1f1b", 4, slow_rank=2, slow_ms=SLOW_MS / 3),
+        Job("1f1b-p4-link12", "1f1b", 4, slow_link=(1, 2)),
+    ]
+    return record_all(tmp_path_factory.mktemp("stragglers"), jobs)
+
+
+def _score(path: Path) -> Stragglers:
+    loaded = load_case(path)
+    return score_stragglers(
+        loaded.case, stage_work=stage_work(loaded.manifest, str(path)), world_size=loaded.manifest["world_size"]
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("schedule", "ranks", "rank"), PLANTED)
+def test_a_planted_straggler_is_named_first_on_every_rank(runs, schedule: str, ranks: int, rank: int) -> None:
+    result = _score(runs[_name(schedule, ranks, rank)])
+
+    flagged = result.flagged
+    assert flagged.height >= 1 and flagged["rank"][0] == rank, result.ranks.to_dicts()
+    assert result.unjudged.is_empty()
+    assert flagged["reference"][0] == _reference(schedule, ranks, rank)
+
+
+@pytest.mark.slow
+def test_the_price_grows_with_the_stragglers_delay(runs) -> None:
+    short, long = (_score(runs[name]) for name in ("1f1b-p4-r2-short", "1f1b-p4-r2"))
+
+    savings = [result.ranks.filter(pl.col("rank") == 2)["saving_ms"].item() for result in (short, long)]
+
+    # 16 actions of rank 2 per step on the critical path, 20 ms more each: far above any noise here.
+    assert savings[1] - savings[0] > 16 * (SLOW_MS - SLOW_MS / 3) / 2, savings
+    assert short.flagged["rank"][0] == 2 and long.flagged["rank"][0] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("schedule", "ranks", "rank"), AB_CASES)
+def test_the_predicted_saving_matches_the_measured_difference(runs, schedule: str, ranks: int, rank: int) -> None:
+    slow, clean = runs[_name(schedule, ranks, rank)], runs[f"{schedule}-p{ranks}-clean"]
+    measured = statistics.median(load_case(slow).case.measured_ms()) - statistics.median(
+        load_case(clean).case.measured_ms()
+    )
+
+    predicted = _score(slow).ranks.filter(pl.col("rank") == rank)["saving_ms"].item()
+
+    # benchmarks/straggler_ab.py aims for 15% over more steps; two captured steps on a shared
+    # machine hold this looser bound.
+    assert predicted == pytest.approx(measured, rel=0.4), (predicted, measured)
+
+
+@pytest.mark.slow
+def test_a_slow_link_is_a_communication_straggler_not_a_compute_one(runs) -> None:
+    path = runs["1f1b-p4-link12"]
+    loaded = load_case(path)
+
+    links = slow_links(loaded.actions, float(loaded.case.measured_ms().mean()))
+
+    assert _score(path).flagged.is_empty()
+    flagged = links.filter("flagged")
+    assert flagged.select("rank_a", "rank_b").rows() == [(1, 2)], links.to_dicts()
+    assert flagged["saving_ms"][0] > 0
 
 
 def test_sample_straggler_run_names_its_slow_rank_first() -> None:
-    loaded = load_case(SAMPLES / "dualpipev-straggler")  # recorded with --slow-rank 2 --slow-ms 5
+    result = _score(SAMPLES / "dualpipev-straggler")  # recorded with --slow-rank 2 --slow-ms 5
 
-    flagged = score_stragglers(loaded.case).filter("flagged")
-
-    assert flagged.height >= 1 and flagged["rank"][0] == 2
+    assert result.flagged.height >= 1 and result.flagged["rank"][0] == 2
 
 
 @pytest.mark.parametrize("name", CLEAN_SAMPLES)
 def test_sample_runs_without_straggler_name_none(name: str) -> None:
-    scores = score_stragglers(load_case(SAMPLES / name).case)
+    path = SAMPLES / name
+    loaded = load_case(path)
 
-    assert not scores["flagged"].any(), scores.filter("flagged").to_dicts()
+    result = _score(path)
 
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, float], Path]:
-    """1F1B captures with rank R slowed by X ms per F and B action, for (R, X) in the keys."""
-    root = tmp_path_factory.mktemp("stragglers")
-    return {
-        (rank, ms): _record(root / f"r{rank}-x{int(ms)}", "1f1b", rank, ms)
-        for rank, ms in ((1, 10.0), (2, 10.0), (2, 30.0))
-    }
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("rank", "ms"), [(1, 10.0), (2, 10.0), (2, 30.0)])
-def test_recorded_straggler_is_named_first(recorded, rank: int, ms: float) -> None:
-    loaded = load_case(recorded[(rank, ms)])
-
-    flagged = score_stragglers(loaded.case).filter("flagged")
-
-    assert flagged.height >= 1 and set(flagged["rank"].to_list()) == {rank}
-    assert next(iter(what_if(loaded.case).by_rank)) == rank
-
-
-@pytest.mark.slow
-def test_slowdown_grows_with_the_stragglers_delay(recorded) -> None:
-    clean = what_if(load_case(SAMPLES / "1f1b").case).slowdown
-    slowdowns = [what_if(load_case(recorded[(2, ms)]).case).slowdown for ms in (10.0, 30.0)]
-
-    assert clean < slowdowns[0] < slowdowns[1]
+    assert result.flagged.is_empty(), result.flagged.to_dicts()
+    assert slow_links(loaded.actions, float(loaded.case.measured_ms().mean())).filter("flagged").is_empty()

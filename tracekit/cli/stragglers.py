@@ -1,4 +1,4 @@
-"""``tracekit stragglers DIR``: which ranks run which compute slower than their peers, and what it costs."""
+"""``tracekit stragglers DIR``: which ranks run their compute slower than their reference, and what it costs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import click
 from tracekit.cli.options import format_option, meta_option, out_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.cli.progress import load_run_with_progress
-from tracekit.stragglers.report import NOTES, score_table, stragglers_payload
+from tracekit.stragglers.report import describe, heading, notes, rank_table, stragglers_payload
 from tracekit.stragglers.scoring import StragglerConfig, score_stragglers
+from tracekit.stragglers.work import stage_work
 from tracekit.whatif.inputs import load_case
 from tracekit.whatif.summary import clock_json
 
@@ -23,27 +24,33 @@ from tracekit.whatif.summary import clock_json
     type=float,
     default=StragglerConfig.threshold,
     show_default=True,
-    help="Flag ranks whose score (peer median / own median) is below this.",
+    help="Flag ranks whose score (reference / own duration) is below this.",
 )
 @format_option
 @out_option
 def command(source: Path, meta: Path | None, threshold: float, fmt: Format, out_dir: Path | None) -> None:
-    """Rank and action kind whose compute is slower than peers' in SOURCE, most harmful first."""
+    """Ranks whose compute is slower than their peers' or their expected cost in SOURCE, most costly first."""
     try:
         config = StragglerConfig(threshold=threshold)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--threshold") from None
     loaded = load_case(source, meta, load=load_run_with_progress)
-    scores = score_stragglers(loaded.case, config)
-    payload = stragglers_payload(scores, config, clock_json(loaded.clock))
-    flagged = len(payload["stragglers"])
+    manifest = loaded.manifest
+    result = score_stragglers(
+        loaded.case,
+        config,
+        stage_work(manifest, str(source)),
+        world_size=(manifest or {}).get("world_size"),
+    )
+    payload = stragglers_payload(result, clock_json(loaded.clock))
+    unjudged = tuple(f"rank {row['rank']} not judged: {row['reason']}" for row in payload["unjudged"])
     tables = (
         Table(
-            title=f"{source}: {flagged} straggler(s) below score {config.threshold}",
-            frame=score_table(scores),
-            notes=NOTES + tuple(row["summary"] for row in payload["stragglers"]),
-            name="summary",
+            title=heading(str(source), result),
+            frame=rank_table(result),
+            notes=notes(config) + tuple(describe(row) for row in result.flagged.to_dicts()) + unjudged,
+            name="ranks",
         ),
-        Table(title="straggler scores", frame=scores, name="stragglers", shown=False),
+        Table(title="scores per rank and kind", frame=result.scores, name="stragglers", shown=False),
     )
     emit(Result(payload=payload, tables=tables, warnings=loaded.warnings), fmt, out_dir)

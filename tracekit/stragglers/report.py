@@ -1,4 +1,4 @@
-"""Straggler results shaped for people and scripts: the JSON payload and the plain sentences.
+"""Straggler results shaped for people and scripts: the JSON payload, the heading and the sentences.
 
 Not for: scoring (``scoring``) or printing (``tracekit.cli.output``).
 """
@@ -9,36 +9,77 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.stragglers.scoring import StragglerConfig, describe
+from tracekit.stragglers.scoring import StragglerConfig, Stragglers
 
-NOTES: tuple[str, ...] = (
-    "score: peer median / own median of compute durations (1 typical; below 1 slower)",
-    "peers: other ranks running the kind on the same work (stage, or first/middle/last stage); 0: not judged",
-    "flagged: score below the threshold, persistent, and peer speed would save at least 5% of the step",
-    "pattern: persistent when slow in more than half the steps, one-off when in fewer",
-    "saving_ms: replayed step time saved with the rank's actions of this kind at peer speed",
-)
+_AGAINST = {"peers": "its peers", "expected": "its expected cost", "history": "its other steps"}
+_AT = {"peers": "peer speed", "expected": "expected speed", "history": "its usual speed"}
 
 
-SHOWN_COLUMNS = ("rank", "kind", "work", "peers", "score", "median_ms", "pattern", "saving_ms", "flagged")
-"""The columns a person reads in the terminal; every column goes to --out and JSON."""
+def notes(config: StragglerConfig) -> tuple[str, ...]:
+    """The definitions printed under the tables, from the config's thresholds."""
+    return (
+        "score: reference / own median duration of compute (1 typical; below 1 slower)",
+        "reference: peers (same stage elsewhere, or same place on the path with the same work), else "
+        "expected (the other stages' cost per parameter times this stage's), else history (its own other steps)",
+        f"straggler: a rank scoring below {config.threshold} over all its compute, in more than "
+        f"{config.persistent_share:.0%} of the steps, whose reference speed saves at least "
+        f"{config.min_saving_share:.0%} of the step",
+        "saving_ms: replayed step time saved with only that rank (or that rank's kind) at reference speed",
+    )
 
 
-def score_table(scores: pl.DataFrame) -> pl.DataFrame:
-    """The scores narrowed to ``SHOWN_COLUMNS``."""
-    return scores.select(SHOWN_COLUMNS)
+def heading(source: str, result: Stragglers) -> str:
+    """The title above the rank table: how many ranks are stragglers, by the rule that flags them."""
+    count = result.flagged.height
+    rule = f"score below {result.config.threshold} and costing at least {result.config.min_saving_share:.0%} of the step"
+    if count == 0:
+        return f"{source}: no straggler ({rule})"
+    return f"{source}: {count} straggling rank{'s' if count > 1 else ''} ({rule})"
 
 
-def stragglers_payload(
-    scores: pl.DataFrame, config: StragglerConfig, clock: dict[str, Any] | None
-) -> dict[str, Any]:
-    """The JSON payload of ``tracekit stragglers``: flagged rows most harmful first, then every score."""
-    flagged = [{**row, "summary": describe(row)} for row in scores.filter(pl.col("flagged")).to_dicts()]
+def describe(row: dict[str, Any]) -> str:
+    """One plain sentence for a rank row: its slowest kind against its reference, and its price."""
+    slower = 1 / row["kind_score"] - 1
+    change = -row["saving_ms"] / row["step_ms"]
+    return (
+        f"rank {row['rank']} runs {row['kind']} {abs(slower):.0%} {'slower' if slower >= 0 else 'faster'} than "
+        f"{_AGAINST[row['reference']]}; at {_AT[row['reference']]} the step would take "
+        f"{row['step_ms_without']:.0f} ms instead of {row['step_ms']:.0f} ms ({change:+.0%})"
+    ).replace("(-", "(\u2212")
+
+
+STRAGGLER_KEYS = ("rank", "kind", "score", "reference", "saving_ms", "step_ms", "step_ms_without")
+"""The documented keys of each ``stragglers`` entry (docs/stragglers.md); ``kind_score``,
+``pattern`` and ``summary`` follow them."""
+
+
+def stragglers_payload(result: Stragglers, clock: dict[str, Any] | None) -> dict[str, Any]:
+    """The JSON payload of ``tracekit stragglers``: stragglers most costly first, unjudged ranks, every score."""
+    flagged = [
+        {
+            **{key: row[key] for key in STRAGGLER_KEYS},
+            "kind_score": row["kind_score"],
+            "pattern": row["pattern"],
+            "summary": describe(row),
+        }
+        for row in result.flagged.to_dicts()
+    ]
     return {
-        "threshold": config.threshold,
+        "threshold": result.config.threshold,
         "time_unit": "ms",
         "stragglers": flagged,
-        "scores": scores.to_dicts(),
+        "unjudged": result.unjudged.to_dicts(),
+        "ranks": result.ranks.to_dicts(),
+        "scores": result.scores.to_dicts(),
         "clock": clock,
-        "notes": list(NOTES),
+        "notes": list(notes(result.config)),
     }
+
+
+RANK_COLUMNS = ("rank", "reference", "score", "kind", "kind_score", "pattern", "saving_ms", "step_ms_without", "flagged")
+"""The rank table's columns a person reads in the terminal."""
+
+
+def rank_table(result: Stragglers) -> pl.DataFrame:
+    """Every judged rank, stragglers first, narrowed to ``RANK_COLUMNS``."""
+    return result.ranks.select(RANK_COLUMNS)

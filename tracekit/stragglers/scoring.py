@@ -1,26 +1,24 @@
-"""Straggler scoring: each rank's compute, per action kind, against peers doing comparable work.
+"""Straggler scoring: every rank's compute against its reference, priced in step time.
 
-Only compute is judged: communication and waiting are excluded because collectives and p2p
-transfers equalize wall time (the rank waited on looks as slow as the one it waits for).
+Only compute is judged here: communication and waiting are excluded because transfers equalize
+wall time (the rank waited on looks as slow as the one it waits for); slow links are
+``tracekit.stragglers.links``.
 
-- Own median: the rank's median duration of that kind (F, B, I, W, F&B; op-table: forward-compute,
-  backward-compute) over all its actions.
-- Peers: the other ranks that run the same kind on the same ``work`` (op-table: the same stage,
-  i.e. the data-parallel replicas; Kineto: the same place on the micro-batch path, first, middle
-  or last stage, since the first stage's input gradient and the last stage's loss make their work
-  differ). A rank with no such peer is not judged (its stage's imbalance is the what-if's
-  ``by_stage``, not a straggler). The peer median is the median of the peers' medians, the rank
-  itself excluded so one straggler cannot pull its own reference.
-- Score: ``peer median / own median`` (nvidia-resiliency-ext's straggler score: 1 is typical,
-  below 1 slower). A (rank, kind) is flagged, named a straggler, when its score is below
-  ``threshold`` (0.75: 33% slower), the slowness is persistent, and bringing it to peer speed would
-  save at least ``min_saving_share`` of the step (5%). One-off slowness, slowness the pipeline
-  absorbs in its bubbles, and jitter on an oversubscribed host stay visible in the scores, unflagged.
-- Persistence: the same score per step; ``persistent`` when more than ``persistent_share`` of the
-  steps are below the threshold, ``one-off`` when some but no more are, ``none`` otherwise.
-- Harm: replay the run (``tracekit.whatif``) with that rank's actions of that kind scaled to peer
-  speed (a rank at or above peer speed stays as it is: it has nothing to give back); the saving is
-  the realized step time minus the replayed one, applied to the measured step.
+- Reference (``references``): peers where they exist, else the expected cost of the rank's own
+  work, else only the rank's own history.
+- Score of a (rank, kind): ``Σ actions · reference_ms / Σ actions · median_ms`` over the rank's
+  stages of that kind (nvidia-resiliency-ext's straggler score: 1 is typical, below 1 slower). The
+  rank's score is the same sum over all its kinds: how much of its compute time its reference
+  would need. Judging the rank as a whole keeps work that a stage's place moves between kinds (the
+  first stage has no input gradient to compute: its I is empty and its W does it all) from
+  flagging a rank that does its whole backward at normal speed.
+- Persistence: the same scores step by step (per-step references); ``persistent`` when more than
+  ``persistent_share`` of the steps score below the threshold, ``one-off`` when some but no more
+  do, ``none`` otherwise. History-only rows take their per-step scores from the rank's other steps.
+- Price (``price``): the replayed step time saved with only that rank at reference speed.
+- Flagged (a straggler): rank score below ``threshold`` (0.75: 33% slower), persistent, and its
+  price at least ``min_saving_share`` of the step (5%). One straggler per rank, most costly first,
+  named by the kind that puts the most excess time on it.
 
 ``SCORE_SCHEMA``, one row per (rank, kind):
 
@@ -28,50 +26,84 @@ transfers equalize wall time (the rank waited on looks as slow as the one it wai
 |---|---|---|---|
 | rank | Int32 | global rank | never null |
 | kind | String | action kind / compute op type | never null |
-| work | String | what else sets the work apart (``tracekit.whatif.case``: stage, or first/middle/last) | never null |
-| peers | Int64 | other ranks running the same kind on the same work (0: the row cannot be judged) | never null |
+| work | String | place on the micro-batch path (op-table: stage), comma-joined over the rank's stages | never null |
+| reference | String | peers, expected or history (the least trusted over the rank's stages) | never null |
+| references | Int64 | fewest ranks (peers, expected) or steps (history) behind a stage's reference | never null |
 | stages | String | stages the rank runs this kind on, comma-separated | never null |
 | actions | Int64 | actions judged | never null |
-| median_ms | Float64 | own median duration, ms | never null |
-| peer_median_ms | Float64 | median of the peers' medians, ms | no peers run this kind |
-| score | Float64 | peer_median_ms / median_ms | no peers |
-| slow_steps | Int64 | steps whose own score is below the threshold | never null |
+| median_ms | Float64 | actions-weighted mean of the rank's per-stage medians, ms | never null |
+| reference_ms | Float64 | the same over the references, ms | history reference |
+| score | Float64 | reference_ms / median_ms | history reference |
+| slow_steps | Int64 | steps scoring below the threshold | never null |
 | steps | Int64 | steps the rank ran this kind in | never null |
 | pattern | String | persistent, one-off or none | never null |
-| flagged | Boolean | score < threshold, pattern persistent, saving_ms >= min_saving_share * step_ms | never null |
+| saving_ms | Float64 | replayed step time saved with this kind of this rank at reference speed | history reference |
+
+``RANK_SCHEMA``, one row per judged rank, flagged first, most costly first:
+
+| column | dtype | unit / meaning | null means |
+|---|---|---|---|
+| rank | Int32 | global rank | never null |
+| kind | String | the kind with the most excess time (median over reference, times actions) | never null |
+| kind_score | Float64 | that kind's score | never null |
+| score | Float64 | the rank's score over all its judged kinds | never null |
+| reference | String | peers, or expected when any of its stages has no peers | never null |
+| slow_steps, steps | Int64 | steps whose rank score is below the threshold, steps | never null |
+| pattern | String | persistent, one-off or none | never null |
+| saving_ms | Float64 | replayed step time saved with the whole rank at reference speed | never null |
 | step_ms | Float64 | mean measured step time, ms | never null |
-| step_ms_at_peer_speed | Float64 | step_ms minus the replayed saving, ms | no peers |
-| saving_ms | Float64 | step_ms - step_ms_at_peer_speed | no peers |
+| step_ms_without | Float64 | step_ms - saving_ms | never null |
+| flagged | Boolean | score < threshold, persistent, saving_ms >= min_saving_share * step_ms | never null |
+
+``UNJUDGED_SCHEMA``: rank (Int32), reason (String).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
+from tracekit.stragglers.price import Pricer, speed_factors
+from tracekit.stragglers.references import own_medians, references
+from tracekit.stragglers.work import empty_stage_work
 from tracekit.whatif.case import ReplayCase
 
 SCORE_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
     "kind": pl.String(),
     "work": pl.String(),
-    "peers": pl.Int64(),
+    "reference": pl.String(),
+    "references": pl.Int64(),
     "stages": pl.String(),
     "actions": pl.Int64(),
     "median_ms": pl.Float64(),
-    "peer_median_ms": pl.Float64(),
+    "reference_ms": pl.Float64(),
     "score": pl.Float64(),
     "slow_steps": pl.Int64(),
     "steps": pl.Int64(),
     "pattern": pl.String(),
-    "flagged": pl.Boolean(),
-    "step_ms": pl.Float64(),
-    "step_ms_at_peer_speed": pl.Float64(),
     "saving_ms": pl.Float64(),
 }
+
+RANK_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "kind": pl.String(),
+    "kind_score": pl.Float64(),
+    "score": pl.Float64(),
+    "reference": pl.String(),
+    "slow_steps": pl.Int64(),
+    "steps": pl.Int64(),
+    "pattern": pl.String(),
+    "saving_ms": pl.Float64(),
+    "step_ms": pl.Float64(),
+    "step_ms_without": pl.Float64(),
+    "flagged": pl.Boolean(),
+}
+
+UNJUDGED_SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "reason": pl.String()}
+
+_TRUST = {"peers": 0, "expected": 1, "history": 2}
 
 
 @dataclass(frozen=True)
@@ -79,9 +111,9 @@ class StragglerConfig:
     """Thresholds of straggler scoring."""
 
     threshold: float = 0.75
-    """Flag a rank whose score (peer median / own median) is below this (nvidia-resiliency-ext: 0.75)."""
+    """Flag a rank whose score (reference / own duration) is below this (nvidia-resiliency-ext: 0.75)."""
     min_saving_share: float = 0.05
-    """Flag only when peer speed would save at least this share of the measured step time."""
+    """Flag only when reference speed would save at least this share of the measured step time."""
     persistent_share: float = 0.5
     """Slow in more than this share of steps: persistent; slow in fewer (but some): one-off."""
 
@@ -94,124 +126,192 @@ class StragglerConfig:
             raise ValueError("persistent_share must be in (0, 1]")
 
 
-def _peer_reference(medians: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """For each (rank, kind, work[, step]) the median of its peers' medians (see module docstring)."""
-    keys = ["kind", *by]
+@dataclass(frozen=True)
+class Stragglers:
+    """Straggler scoring of one run."""
+
+    scores: pl.DataFrame
+    """``SCORE_SCHEMA``: every (rank, kind)."""
+    ranks: pl.DataFrame
+    """``RANK_SCHEMA``: every judged rank, flagged ones first, most costly first."""
+    unjudged: pl.DataFrame
+    """``UNJUDGED_SCHEMA``: ranks that could not be judged, and why."""
+    config: StragglerConfig
+
+    @property
+    def flagged(self) -> pl.DataFrame:
+        """The stragglers: flagged rows of ``ranks``, most costly first."""
+        return self.ranks.filter(pl.col("flagged"))
+
+
+def _pattern(slow: pl.Expr, steps: pl.Expr, config: StragglerConfig) -> pl.Expr:
+    return (
+        pl.when(slow > steps * config.persistent_share)
+        .then(pl.lit("persistent"))
+        .when(slow > 0)
+        .then(pl.lit("one-off"))
+        .otherwise(pl.lit("none"))
+    )
+
+
+def _weighted(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Actions-weighted own and reference durations per ``keys`` (judged rows only for the reference)."""
+    judged = pl.col("reference") != "history"
+    return frame.group_by(keys).agg(
+        (pl.col("median_ms") * pl.col("actions")).sum().alias("own"),
+        (pl.col("reference_ms") * pl.col("actions")).filter(judged).sum().alias("ref"),
+        (pl.col("median_ms") * pl.col("actions")).filter(judged).sum().alias("own_judged"),
+        judged.any().alias("judged"),
+    )
+
+
+def _unjudged(ops: pl.DataFrame, overall: pl.DataFrame, world: list[int], has_work: bool) -> pl.DataFrame:
+    present = set(ops["rank"].unique().to_list())
+    computing = set(ops.filter(pl.col("compute"))["rank"].unique().to_list())
+    judged = set(overall.filter(pl.col("reference") != "history")["rank"].unique().to_list())
+    stages = ops["stage"].n_unique()
     rows = []
-    for _key, group in medians.group_by(keys, maintain_order=True):
-        ranks, works, values = group["rank"].to_list(), group["work"].to_list(), group["median_ms"].to_list()
-        for index, (rank, work) in enumerate(zip(ranks, works)):
-            peers = [v for j, v in enumerate(values) if ranks[j] != rank and works[j] == work]
-            rows.append(
-                {
-                    **{k: group[k][index] for k in keys},
-                    "rank": rank,
-                    "work": work,
-                    "peers": len(peers),
-                    "peer_median_ms": float(np.median(peers)) if peers else None,
-                }
+    for rank in sorted(set(world) | present):
+        if rank not in present:
+            reason = "no trace: the rank is missing from the capture"
+        elif rank not in computing:
+            reason = "no compute actions in its trace"
+        elif rank in judged:
+            continue
+        elif stages < 2:
+            reason = "one stage: there is no other stage or rank to compare with"
+        elif not has_work:
+            reason = (
+                "no peers, and run.json records no per-stage work to set an expected cost: judged only "
+                "against its own steps (one-off slowness)"
             )
-    schema = {k: medians.schema[k] for k in keys} | {
-        "rank": pl.Int32(),
-        "work": pl.String(),
-        "peers": pl.Int64(),
-        "peer_median_ms": pl.Float64(),
-    }
-    return pl.DataFrame(rows, schema=schema)
+        else:
+            reason = "no peers, and the other stages' work is unknown: judged only against its own steps"
+        rows.append((rank, reason))
+    return pl.DataFrame(rows, schema=UNJUDGED_SCHEMA, orient="row")
 
 
-def _medians(compute: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    stages = compute.group_by("rank", "optype", "work").agg(
-        pl.col("stage").unique().sort().cast(pl.String()).str.join(",").alias("stages")
-    )
-    return (
-        compute.group_by("rank", "optype", "work", *by)
-        .agg(pl.col("duration_ms").median().alias("median_ms"), pl.len().cast(pl.Int64()).alias("actions"))
-        .join(stages, on=["rank", "optype", "work"])
-        .rename({"optype": "kind"})
-        .sort("rank", "kind", "work", *by)
-    )
-
-
-def _saving_ms(
-    case: ReplayCase, real: np.ndarray, realized_ms: float, rank: int, kind: str, work: str, factor: float
-) -> float:
-    """Replayed step-time saving when ``rank``'s ``kind`` actions of ``work`` run ``factor`` times as long.
-
-    ``real`` is every op's own duration and ``realized_ms`` the mean step time replayed with it.
-    """
-    rows = ((case.ops["rank"] == rank) & (case.ops["optype"] == kind) & (case.ops["work"] == work)).to_numpy()
-    faster = np.where(rows, real * factor, real)
-    return float(realized_ms - case.replay_step_times(faster).mean())
-
-
-def score_stragglers(case: ReplayCase, config: StragglerConfig | None = None) -> pl.DataFrame:
-    """One row per (rank, compute kind) in ``SCORE_SCHEMA``, most harmful first."""
+def score_stragglers(
+    case: ReplayCase,
+    config: StragglerConfig | None = None,
+    stage_work: pl.DataFrame | None = None,
+    world_size: int | None = None,
+) -> Stragglers:
+    """Score every rank of ``case`` against its reference and price it (module docstring)."""
     config = config or StragglerConfig()
+    stage_work = stage_work if stage_work is not None else empty_stage_work()
     compute = case.ops.filter(pl.col("compute"))
-    overall = _medians(compute, [])
-    overall = overall.join(_peer_reference(overall, []), on=["kind", "rank", "work"])
-    per_step = _medians(compute, ["step"])
-    per_step = per_step.join(_peer_reference(per_step, ["step"]), on=["kind", "step", "rank", "work"])
-    persistence = per_step.group_by("rank", "kind", "work").agg(
-        (pl.col("peer_median_ms") / pl.col("median_ms") < config.threshold)
-        .sum()
-        .cast(pl.Int64())
-        .alias("slow_steps"),
-        pl.len().cast(pl.Int64()).alias("steps"),
-    )
+    by_step = own_medians(compute, ["step"])
+    overall = references(own_medians(compute, []), stage_work, [])
+    per_step = references(by_step, stage_work, ["step"], history=by_step)
+
+    pricer = Pricer(case, speed_factors(case, overall))
     step_ms = float(case.measured_ms().mean())
-    table = (
-        overall.join(persistence, on=["rank", "kind", "work"])
-        .with_columns((pl.col("peer_median_ms") / pl.col("median_ms")).alias("score"))
+    threshold = config.threshold
+
+    step_scores = (
+        _weighted(per_step.filter(pl.col("reference_ms").is_not_null()), ["rank", "kind", "step"])
+        .with_columns((pl.col("ref") / pl.col("own_judged")).alias("s"))
+    )
+    history_steps = per_step.filter(pl.col("reference") == "history").group_by("rank", "kind", "step").agg(
+        ((pl.col("reference_ms") * pl.col("actions")).sum() / (pl.col("median_ms") * pl.col("actions")).sum()).alias(
+            "h"
+        )
+    )
+    kind_steps = (
+        by_step.select("rank", "kind", "step")
+        .unique()
+        .join(step_scores.select("rank", "kind", "step", "s"), on=["rank", "kind", "step"], how="left")
+        .join(history_steps, on=["rank", "kind", "step"], how="left")
+        .group_by("rank", "kind")
+        .agg(
+            (pl.coalesce("s", "h") < threshold).sum().cast(pl.Int64()).alias("slow_steps"),
+            pl.len().cast(pl.Int64()).alias("steps"),
+        )
+    )
+    kinds = (
+        overall.with_columns(pl.col("reference").replace_strict(_TRUST, return_dtype=pl.Int64()).alias("trust"))
+        .group_by("rank", "kind")
+        .agg(
+            pl.col("work").unique().sort().str.join(","),
+            pl.col("trust").max(),
+            pl.col("references").min(),
+            pl.col("stage").sort().cast(pl.String()).str.join(",").alias("stages"),
+            pl.col("actions").sum(),
+            ((pl.col("median_ms") * pl.col("actions")).sum() / pl.col("actions").sum()).alias("median_ms"),
+            ((pl.col("reference_ms") * pl.col("actions")).sum() / pl.col("actions").sum()).alias("reference_ms"),
+        )
         .with_columns(
-            pl.when(pl.col("slow_steps") > pl.col("steps") * config.persistent_share)
-            .then(pl.lit("persistent"))
-            .when(pl.col("slow_steps") > 0)
-            .then(pl.lit("one-off"))
-            .otherwise(pl.lit("none"))
-            .alias("pattern"),
+            pl.col("trust").replace_strict({v: k for k, v in _TRUST.items()}, return_dtype=pl.String()).alias(
+                "reference"
+            ),
         )
+        .with_columns(
+            pl.when(pl.col("reference") == "history").then(None).otherwise(pl.col("reference_ms")).alias(
+                "reference_ms"
+            )
+        )
+        .with_columns((pl.col("reference_ms") / pl.col("median_ms")).alias("score"))
+        .join(kind_steps, on=["rank", "kind"])
+        .with_columns(_pattern(pl.col("slow_steps"), pl.col("steps"), config).alias("pattern"))
+        .sort("rank", "kind")
     )
-    real = case.ops["duration_ms"].to_numpy()
-    realized_ms = case.replay_step_times(real).mean()
     savings = [
-        None
-        if score is None or math.isnan(score)
-        else _saving_ms(case, real, realized_ms, rank, kind, work, min(1.0, score))
-        for rank, kind, work, score in table.select("rank", "kind", "work", "score").iter_rows()
+        None if reference == "history" else pricer.rank_saving_ms(rank, kind)
+        for rank, kind, reference in kinds.select("rank", "kind", "reference").iter_rows()
     ]
-    table = table.with_columns(
-        pl.lit(step_ms).alias("step_ms"),
-        pl.Series("saving_ms", savings, dtype=pl.Float64()),
-    ).with_columns(
-        (pl.col("step_ms") - pl.col("saving_ms")).alias("step_ms_at_peer_speed"),
-        (
-            (pl.col("score") < config.threshold)
-            & (pl.col("pattern") == "persistent")
-            & (pl.col("saving_ms") >= config.min_saving_share * pl.col("step_ms"))
-        )
-        .fill_null(False)
-        .alias("flagged"),
-    )
-    return (
-        table.select(list(SCORE_SCHEMA))
+    scores = (
+        kinds.with_columns(pl.Series("saving_ms", savings, dtype=pl.Float64()))
+        .select(list(SCORE_SCHEMA))
         .cast(SCORE_SCHEMA)  # type: ignore[arg-type]
-        # rank, kind and work break ties, so the order is the same on every run.
-        .sort(
-            ["flagged", "saving_ms", "score", "rank", "kind", "work"],
-            descending=[True, True, False, False, False, False],
-            nulls_last=True,
+    )
+
+    rank_steps = (
+        _weighted(per_step.filter(pl.col("reference") != "history"), ["rank", "step"])
+        .with_columns((pl.col("ref") / pl.col("own_judged") < threshold).alias("slow"))
+        .group_by("rank")
+        .agg(pl.col("slow").sum().cast(pl.Int64()).alias("slow_steps"), pl.len().cast(pl.Int64()).alias("steps"))
+    )
+    judged_kinds = scores.filter(pl.col("reference") != "history").with_columns(
+        ((pl.col("median_ms") - pl.col("reference_ms")) * pl.col("actions")).alias("excess_ms")
+    )
+    worst = judged_kinds.sort(["excess_ms", "kind"], descending=[True, False]).group_by("rank", maintain_order=True).first()
+    rank_rows = (
+        _weighted(overall, ["rank"])
+        .filter(pl.col("judged"))
+        .with_columns((pl.col("ref") / pl.col("own_judged")).alias("score"))
+        .join(
+            overall.group_by("rank").agg(
+                pl.when((pl.col("reference") == "peers").all()).then(pl.lit("peers")).otherwise(pl.lit("expected")).alias(
+                    "reference"
+                )
+            ),
+            on="rank",
         )
+        .join(worst.select("rank", "kind", pl.col("score").alias("kind_score")), on="rank")
+        .join(rank_steps, on="rank")
+        .with_columns(_pattern(pl.col("slow_steps"), pl.col("steps"), config).alias("pattern"))
+        .sort("rank")
     )
-
-
-def describe(row: dict) -> str:
-    """One plain sentence for a scored row: how much slower, and what the step would take at peer speed."""
-    slower = 1 / row["score"] - 1
-    change = -row["saving_ms"] / row["step_ms"]
-    return (
-        f"rank {row['rank']} runs {row['kind']} {slower:.0%} {'slower' if slower >= 0 else 'faster'} than its peers; "
-        f"at peer speed the step would take {row['step_ms_at_peer_speed']:.0f} ms instead of "
-        f"{row['step_ms']:.0f} ms ({change:+.0%})"
+    rank_savings = [pricer.rank_saving_ms(rank) for rank in rank_rows["rank"].to_list()]
+    ranks = (
+        rank_rows.with_columns(
+            pl.Series("saving_ms", rank_savings, dtype=pl.Float64()),
+            pl.lit(step_ms).alias("step_ms"),
+        )
+        .with_columns(
+            (pl.col("step_ms") - pl.col("saving_ms")).alias("step_ms_without"),
+            (
+                (pl.col("score") < threshold)
+                & (pl.col("pattern") == "persistent")
+                & (pl.col("saving_ms") >= config.min_saving_share * pl.col("step_ms"))
+            ).alias("flagged"),
+        )
+        .select(list(RANK_SCHEMA))
+        .cast(RANK_SCHEMA)  # type: ignore[arg-type]
+        # rank breaks ties, so the order is the same on every run.
+        .sort(["flagged", "saving_ms", "score", "rank"], descending=[True, True, False, False])
     )
+    world = list(range(world_size)) if world_size is not None else []
+    unjudged = _unjudged(case.ops, overall, world, not stage_work.is_empty())
+    return Stragglers(scores=scores, ranks=ranks, unjudged=unjudged, config=config)

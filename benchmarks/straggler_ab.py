@@ -1,0 +1,152 @@
+"""Check the straggler price against reality: predicted saving vs measured A/B difference.
+
+For each case (schedule, ranks, straggler rank R), the example job is captured twice, both runs
+at the same time so that whatever else loads the machine loads both alike: A without a straggler,
+B with rank R
+slowed by ``--slow-ms`` per forward and per backward of each of its stage modules (``--slow-how
+sleep``: the straggler frees its core, as a slow accelerator leaves its host's other work alone,
+so the other ranks run as fast as in A). From B's traces alone, ``tracekit stragglers`` predicts
+the saving of R: the step time the what-if replay saves with only R at its reference speed. The
+measurement is ``median step(B) - median step(A)``, step times taken from the traces (the span of
+each step's actions over every rank), so both runs pay the same capture overhead. The error is
+``predicted / measured - 1``; the goal is within 15%.
+
+Usage: ``python benchmarks/straggler_ab.py [--slow-ms 20] [--steps 6] [--out DIR] [--reuse]``
+(``--reuse`` re-analyses the captures already in DIR). Prints one row per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracekit.stragglers.scoring import score_stragglers
+from tracekit.stragglers.work import stage_work
+from tracekit.whatif.inputs import load_case
+
+CASES: tuple[tuple[str, int, int], ...] = (
+    *(("1f1b", 4, rank) for rank in range(4)),
+    *(("dualpipev", 4, rank) for rank in range(4)),
+    *(("1f1b", 2, rank) for rank in range(2)),
+)
+"""(schedule, ranks, straggler rank)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One case's prediction against its measurement (ms)."""
+
+    schedule: str
+    ranks: int
+    rank: int
+    step_a_ms: float
+    step_b_ms: float
+    predicted_ms: float
+    named_first: bool
+
+    @property
+    def measured_ms(self) -> float:
+        """Median step of B minus median step of A."""
+        return self.step_b_ms - self.step_a_ms
+
+    @property
+    def error(self) -> float:
+        """predicted / measured - 1."""
+        return self.predicted_ms / self.measured_ms - 1
+
+
+def start_record(out: Path, schedule: str, ranks: int, steps: int, slow: tuple[int, float] | None) -> subprocess.Popen:
+    """Start ``tracekit record`` of the example job, capturing every step but the first."""
+    job = [sys.executable, "-m", "collectors.example_job", "--schedule", schedule, "--ranks", str(ranks),
+           "--microbatches", "8", "--steps", str(steps)]  # fmt: skip
+    if slow is not None:
+        job += ["--slow-rank", str(slow[0]), "--slow-ms", str(slow[1]), "--slow-how", "sleep"]
+    command = [sys.executable, "-m", "tracekit", "record", "--out", str(out), "--steps", f"1:{steps}",
+               "--format", "json", "--", *job]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait(process: subprocess.Popen, out: Path) -> None:
+    """Wait for a capture; SystemExit with its stderr when it failed."""
+    try:
+        _, stderr = process.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise SystemExit(f"capture of {out} did not finish in 600 s") from None
+    if process.returncode != 0:
+        raise SystemExit(f"capture of {out} failed:\n{stderr[-2000:]}")
+
+
+def median_step_ms(path: Path) -> float:
+    """Median measured step time of a captured run, ms."""
+    return statistics.median(load_case(path).case.measured_ms().tolist())
+
+
+def predicted(path: Path, rank: int) -> tuple[float, bool]:
+    """The price ``tracekit stragglers`` puts on ``rank``, and whether it names it first."""
+    loaded = load_case(path)
+    result = score_stragglers(loaded.case, stage_work=stage_work(loaded.manifest, str(path)))
+    row = result.ranks.filter(result.ranks["rank"] == rank).row(0, named=True)
+    flagged = result.flagged["rank"].to_list()
+    return row["saving_ms"], bool(flagged) and flagged[0] == rank
+
+
+def run_case(root: Path, schedule: str, ranks: int, rank: int, steps: int, slow_ms: float, reuse: bool) -> Outcome:
+    """Capture (or reuse) A and B of one case and compare."""
+    name = f"{schedule}-p{ranks}-r{rank}"
+    clean, slow = root / f"{name}-a", root / f"{name}-b"
+    if not reuse:
+        runs = [
+            (start_record(clean, schedule, ranks, steps, None), clean),
+            (start_record(slow, schedule, ranks, steps, (rank, slow_ms)), slow),
+        ]
+        for process, out in runs:
+            wait(process, out)
+    saving, first = predicted(slow, rank)
+    return Outcome(schedule, ranks, rank, median_step_ms(clean), median_step_ms(slow), saving, first)
+
+
+def table(outcomes: list[Outcome]) -> str:
+    """The Markdown table of the README."""
+    lines = [
+        "| schedule | ranks | straggler | median step A | median step B | measured B - A | predicted | error | named first |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        lines.append(
+            f"| {o.schedule} | {o.ranks} | rank {o.rank} | {o.step_a_ms:.1f} ms | {o.step_b_ms:.1f} ms | "
+            f"{o.measured_ms:.1f} ms | {o.predicted_ms:.1f} ms | {o.error:+.1%} | {'yes' if o.named_first else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Run every case and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--slow-ms", type=float, default=20.0)
+    parser.add_argument("--steps", type=int, default=6, help="job steps; steps 1.. are captured")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/tracekit-straggler-ab"))
+    parser.add_argument("--reuse", action="store_true", help="re-analyse the captures already in --out")
+    parser.add_argument("--only", default=None, help="schedule-pRANKS-rR names to run, comma-separated")
+    args = parser.parse_args()
+    wanted = None if args.only is None else set(args.only.split(","))
+    outcomes = []
+    for schedule, ranks, rank in CASES:
+        if wanted is not None and f"{schedule}-p{ranks}-r{rank}" not in wanted:
+            continue
+        outcome = run_case(args.out, schedule, ranks, rank, args.steps, args.slow_ms, args.reuse)
+        print(f"{schedule} P={ranks} rank {rank}: measured {outcome.measured_ms:.1f} ms, "
+              f"predicted {outcome.predicted_ms:.1f} ms ({outcome.error:+.1%})", file=sys.stderr, flush=True)  # fmt: skip
+        outcomes.append(outcome)
+    print(table(outcomes))
+    worst = max(abs(o.error) for o in outcomes)
+    print(f"\nworst error {worst:.1%} (goal: within 15%); slow-ms {args.slow_ms}, {args.steps - 1} captured steps")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Real captures of the example job with planted stragglers and slow links, run a few at a time.
+
+Imported by tests as ``stragglers.straggler_runs`` (``tests/`` is on the path through its conftest).
+The straggler sleeps (``--slow-how sleep``): it frees its core, so a loaded machine stays no more
+loaded, and the planted delay stands far above this machine's noise (30 ms per forward and per
+backward of each stage module, against about 1-3 ms of compute).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+SLOW_MS = 30.0
+"""The planted delay per forward and per backward of each of the straggler's stage modules."""
+
+STEPS = 3
+"""Job steps; steps 1 and 2 are captured."""
+
+PARALLEL = 4
+"""Captures running at once (their ranks mostly sleep or wait)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One capture of the example job."""
+
+    name: str
+    schedule: str
+    ranks: int = 4
+    slow_rank: int | None = None
+    slow_ms: float = SLOW_MS
+    slow_link: tuple[int, int] | None = None
+    slow_link_ms: float = SLOW_MS
+
+    def command(self, out: Path) -> list[str]:
+        """``tracekit record`` of this job into ``out``."""
+        job = [sys.executable, "-m", "collectors.example_job", "--schedule", self.schedule,
+               "--ranks", str(self.ranks), "--microbatches", "8", "--steps", str(STEPS)]  # fmt: skip
+        if self.slow_rank is not None:
+            job += ["--slow-rank", str(self.slow_rank), "--slow-ms", str(self.slow_ms), "--slow-how", "sleep"]
+        if self.slow_link is not None:
+            job += ["--slow-link", f"{self.slow_link[0]}:{self.slow_link[1]}", "--slow-link-ms", str(self.slow_link_ms)]
+        return [sys.executable, "-m", "tracekit", "record", "--out", str(out), "--steps", f"1:{STEPS}",
+                "--format", "json", "--", *job]  # fmt: skip
+
+
+def record_all(root: Path, jobs: list[Job]) -> dict[str, Path]:
+    """Capture every job under ``root`` (``PARALLEL`` at a time); name -> run directory."""
+    done: dict[str, Path] = {}
+    for start in range(0, len(jobs), PARALLEL):
+        batch = [(job, root / job.name) for job in jobs[start : start + PARALLEL]]
+        running = [
+            (job, out, subprocess.Popen(job.command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            for job, out in batch
+        ]
+        for job, out, process in running:
+            try:
+                _, stderr = process.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+                raise AssertionError(f"capture {job.name} did not finish in 300 s") from None
+            assert process.returncode == 0, f"capture {job.name} failed:\n{stderr[-2000:]}"
+            done[job.name] = out
+    return done

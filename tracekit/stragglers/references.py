@@ -1,0 +1,130 @@
+"""The reference each rank's compute is judged against: its peers, its expected cost, or its own history.
+
+For every (rank, stage, kind), the rank's median duration is set beside one reference, the first
+that exists:
+
+1. ``peers``: the same stage run by other ranks (the data-parallel replicas of a stage); else the
+   other ranks running the kind at the same place on the micro-batch's path (first, middle, last),
+   on a stage of the same recorded work (when ``run.json`` records it). The reference is the median
+   of the peers' medians.
+2. ``expected``: the expected cost of the rank's own work, for ranks without peers (the first and
+   last stage, a V schedule's rank 0, a 2-stage pipeline). Per kind, a cost per unit of work is
+   taken from the other ranks' stages, ``rate = median over their (stage) rows of median_ms /
+   work``, and scaled by the stage's work (``tracekit.stragglers.work``: compute parameters, which
+   leave embedding tables out and count a head in full). This is the one ideal's rule (a rank's own
+   durations never set its own reference) extended by the work of each stage.
+3. ``history``: neither exists (no peers and no recorded stage work): each step is judged against
+   the rank's own other steps. This sees one-off slowness only; a rank slow in every step looks
+   normal against itself, so such rows are never named stragglers (``scoring`` lists the rank as
+   unjudged, with this reason).
+
+The reference for a step (``by=["step"]``) uses the same rule within that step, so persistence
+(slow in most steps) and one-off slowness can be told apart.
+
+``REFERENCE_SCHEMA``, one row per (rank, stage, kind[, step]):
+
+| column | dtype | unit / meaning | null means |
+|---|---|---|---|
+| rank, stage | Int32 | global rank and stage | never null |
+| kind | String | action kind / compute op type | never null |
+| work | String | place on the micro-batch's path (``first``, ``middle``, ``last``; op-table: stage) | never null |
+| step | Int64 | training step (only with ``by=["step"]``) | never null |
+| actions | Int64 | actions of this row | never null |
+| median_ms | Float64 | own median duration, ms | never null |
+| reference | String | ``peers``, ``expected`` or ``history`` | never null |
+| references | Int64 | how many other ranks (peers, expected) or other steps (history) set the reference | never null |
+| reference_ms | Float64 | the reference duration, ms | no reference (history with one step) |
+
+Not for: pricing or flagging (``price``, ``scoring``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+REFERENCE_KINDS = ("peers", "expected", "history")
+"""The references, most trusted first."""
+
+
+def own_medians(compute: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Median duration and action count per (rank, stage, kind, work, *by) of the compute ops."""
+    return (
+        compute.group_by("rank", "stage", "optype", "work", *by)
+        .agg(pl.col("duration_ms").median().alias("median_ms"), pl.len().cast(pl.Int64()).alias("actions"))
+        .rename({"optype": "kind"})
+        .sort("rank", "stage", "kind", *by)
+    )
+
+
+def _history(medians: pl.DataFrame) -> dict[tuple[int, int, str, int], tuple[int, float | None]]:
+    """(rank, stage, kind, step) -> (other steps, median of their medians)."""
+    out: dict[tuple[int, int, str, int], tuple[int, float | None]] = {}
+    for (rank, stage, kind), group in medians.group_by("rank", "stage", "kind", maintain_order=True):
+        steps, values = group["step"].to_list(), group["median_ms"].to_list()
+        for index, step in enumerate(steps):
+            others = values[:index] + values[index + 1 :]
+            out[(rank, stage, kind, step)] = (len(others), float(np.median(others)) if others else None)
+    return out
+
+
+def references(
+    medians: pl.DataFrame, stage_work: pl.DataFrame, by: list[str], history: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """``REFERENCE_SCHEMA``: each row of ``own_medians(.., by)`` with its reference (module docstring).
+
+    ``history`` is ``own_medians(.., ["step"])``; it sets the reference of per-step rows that have
+    neither peers nor an expected cost (only used when ``by == ["step"]``).
+    """
+    work = dict(zip(stage_work["stage"].to_list(), stage_work["work"].to_list()))
+    shape = {
+        stage: (params, layers)
+        for stage, params, layers in stage_work.select("stage", "compute_params", "layers").iter_rows()
+    }
+    own_history = _history(history) if history is not None and by == ["step"] else {}
+    rows: list[dict] = []
+    for key, group in medians.group_by("kind", *by, maintain_order=True):
+        ranks = group["rank"].to_list()
+        stages = group["stage"].to_list()
+        roles = group["work"].to_list()
+        values = group["median_ms"].to_list()
+        for index, (rank, stage, role) in enumerate(zip(ranks, stages, roles)):
+            others = [j for j in range(len(ranks)) if ranks[j] != rank]
+            replicas = [j for j in others if stages[j] == stage]
+            if not replicas:
+                replicas = [
+                    j
+                    for j in others
+                    if roles[j] == role and shape.get(stages[j]) == shape.get(stage)
+                ]
+            reference, count, reference_ms = "history", 0, None
+            if replicas:
+                reference, count = "peers", len({ranks[j] for j in replicas})
+                reference_ms = float(np.median([values[j] for j in replicas]))
+            elif stage in work and all(stages[j] in work and work[stages[j]] > 0 for j in others) and others:
+                rates = [values[j] / work[stages[j]] for j in others]
+                reference, count = "expected", len({ranks[j] for j in others})
+                reference_ms = float(np.median(rates)) * work[stage]
+            elif own_history:
+                count, reference_ms = own_history[(rank, stage, group["kind"][index], group["step"][index])]
+            rows.append(
+                {
+                    **{name: group[name][index] for name in ("kind", *by)},
+                    "rank": rank,
+                    "stage": stage,
+                    "reference": reference,
+                    "references": count,
+                    "reference_ms": reference_ms,
+                }
+            )
+    schema = {"kind": pl.String(), **{name: medians.schema[name] for name in by}} | {
+        "rank": pl.Int32(),
+        "stage": pl.Int32(),
+        "reference": pl.String(),
+        "references": pl.Int64(),
+        "reference_ms": pl.Float64(),
+    }
+    found = pl.DataFrame(rows, schema=schema)
+    return medians.join(found, on=["rank", "stage", "kind", *by], how="left").sort(
+        "rank", "stage", "kind", *by
+    )
