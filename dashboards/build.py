@@ -33,7 +33,7 @@ from dashboards.comparison import comparison_chart, from_sweep
 from dashboards.export import write_images
 from dashboards.overlap import from_gpu_overlap, overlap_chart
 from dashboards.page import Page, Section, View, render_html
-from dashboards.stragglers import attribution_chart, straggler_heatmap
+from dashboards.stragglers import attribution_chart, heatmap_scores, straggler_heatmap
 from dashboards.timeline import TimelineLimits, from_realized, from_simulated, timeline_chart
 from dashboards.utilization import from_simulated_ranks, from_step_utilization, mean_bubble, utilization_chart
 from tracekit.analysis.utilization import step_utilization
@@ -46,6 +46,7 @@ from tracekit.schedule.realized import realized_costs, schedule_from_realized
 from tracekit.schedule.registry import GENERATORS
 from tracekit.schedule.sweep import ShareCosts, sweep
 from tracekit.stragglers.scoring import StragglerConfig, score_stragglers
+from tracekit.stragglers.work import stage_work
 from tracekit.trace.run import Run
 from tracekit.whatif.attribution import what_if
 from tracekit.whatif.inputs import load_case
@@ -357,10 +358,18 @@ def _run_stragglers(run: Run, config: DashboardConfig) -> tuple[Section, tuple[s
     except TracekitError as error:
         problem = f"stragglers and what-if unavailable: {error}"
         return straggler_section(None, None, None, config.straggler_threshold, (problem,)), ()
-    scores = score_stragglers(loaded.case, StragglerConfig(threshold=config.straggler_threshold))
+    stragglers = score_stragglers(
+        loaded.case,
+        StragglerConfig(threshold=config.straggler_threshold),
+        stage_work(loaded.manifest, str(run.root)),
+        world_size=run.world_size,
+    )
     result = what_if(loaded.case)
     section = straggler_section(
-        scores, attribution_table(result), result.slowdown, config.straggler_threshold
+        heatmap_scores(stragglers.scores, stragglers.ranks),
+        attribution_table(result),
+        result.slowdown,
+        config.straggler_threshold,
     )
     return section, loaded.warnings
 

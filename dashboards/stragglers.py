@@ -1,20 +1,24 @@
-"""The straggler views: a rank x action-kind heatmap of slowdown against peers, and what-if attribution.
+"""The straggler views: a rank x action-kind heatmap of slowdown against the reference, and what-if attribution.
 
-Heatmap input, ``SCORE_INPUT`` (a subset of ``tracekit.stragglers.scoring.SCORE_SCHEMA``, one row
-per rank and kind):
+Heatmap input, ``SCORE_INPUT`` (``tracekit.stragglers.scoring.SCORE_SCHEMA`` columns plus
+``flagged``, one row per rank and kind; ``heatmap_scores`` makes it from a scoring result):
 
 | column | dtype | unit / meaning | null means |
 |---|---|---|---|
 | rank | Int32 | global rank | never null |
 | kind | String | action kind / compute op type | never null |
+| reference | String | peers, expected or history | never null |
 | median_ms | Float64 | the rank's median duration of the kind, ms | never null |
-| peer_median_ms | Float64 | median of its peers' medians, ms | no peers |
-| score | Float64 | peer_median_ms / median_ms (below 1: slower than peers) | no peers |
+| reference_ms | Float64 | its reference duration, ms | history reference (not judged) |
+| score | Float64 | reference_ms / median_ms (below 1: slower than the reference) | not judged |
 | pattern | String | persistent, one-off or none | never null |
+| flagged | Boolean | this cell is a straggler ``tracekit stragglers`` names: its rank's named kind | never null |
 
-The cell colour is the slowdown against peers, ``1 / score`` (own / peer median): 1 is typical,
-1.5 is 50% slower. Beyond ``max_rows`` (128) ranks, ranks are grouped into bands and a cell shows its
-band's worst rank, so one straggler among thousands stays visible.
+The cell colour is the slowdown, ``1 / score`` (own / reference): 1 is typical, 1.5 is 50% slower;
+the legend reads in those multiples. The outlined cells are exactly the stragglers of ``tracekit
+stragglers`` (one per flagged rank, its named kind), not a threshold of the colour. Beyond
+``max_rows`` (128) ranks, ranks are grouped into bands and a cell shows its band's worst rank, so
+one straggler among thousands stays visible; a band is outlined when it holds a straggler.
 
 Attribution input, ``ATTRIBUTION_INPUT`` (``tracekit.whatif.summary.attribution_table``):
 dimension (String: optype, dp_rank, stage, rank), group (String), slowdown (Float64: S with only
@@ -35,11 +39,16 @@ from dashboards.encoding import band_size, check_columns, inline, with_rank_band
 SCORE_INPUT: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
     "kind": pl.String(),
+    "reference": pl.String(),
     "median_ms": pl.Float64(),
-    "peer_median_ms": pl.Float64(),
+    "reference_ms": pl.Float64(),
     "score": pl.Float64(),
     "pattern": pl.String(),
+    "flagged": pl.Boolean(),
 }
+
+LEGEND_MULTIPLES = (0.25, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 4.0, 8.0, 16.0)
+"""Slowdowns the colour legend labels (those inside the scale's domain)."""
 
 ATTRIBUTION_INPUT: dict[str, pl.DataType] = {
     "dimension": pl.String(),
@@ -56,19 +65,32 @@ DIMENSION_TITLES: dict[str, str] = {
 """Attribution dimensions in display order, with their axis titles."""
 
 
-def slowdown_cells(scores: pl.DataFrame, max_rows: int) -> pl.DataFrame:
-    """One cell per (rank band, kind): the band's worst slowdown against peers and which rank has it.
+def heatmap_scores(scores: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+    """``SCORE_INPUT`` from a scoring result's ``scores`` and ``ranks`` frames: flagged = a straggler's named kind."""
+    named = ranks.filter(pl.col("flagged")).select("rank", "kind", pl.lit(True).alias("flagged"))
+    return (
+        scores.join(named, on=["rank", "kind"], how="left")
+        .with_columns(pl.col("flagged").fill_null(False))
+        .select(list(SCORE_INPUT))
+    )
 
-    Columns: band, ranks, kind, worst_rank, slowdown (null: no peers), median_ms, peer_median_ms, pattern.
+
+def slowdown_cells(scores: pl.DataFrame, max_rows: int) -> pl.DataFrame:
+    """One cell per (rank band, kind): the band's worst slowdown and which rank has it.
+
+    Columns: band, ranks, kind, worst_rank, slowdown (null: not judged), median_ms, reference_ms,
+    reference, pattern, flagged (a straggler in the band, on this kind).
     """
     scores = check_columns(scores, SCORE_INPUT, "stragglers")
     size = band_size(int(scores["rank"].max()) + 1, max_rows)  # type: ignore[arg-type]
+    banded = with_rank_band(scores, size).with_columns((1 / pl.col("score")).alias("slowdown"))
+    flagged = banded.group_by("band", "kind").agg(pl.col("flagged").any())
     return (
-        with_rank_band(scores, size)
-        .with_columns((1 / pl.col("score")).alias("slowdown"))
-        .sort("slowdown", descending=True, nulls_last=True)
+        banded.sort(["flagged", "slowdown"], descending=True, nulls_last=True)
         .group_by("band", "ranks", "kind", maintain_order=True)
         .first()
+        .drop("flagged")
+        .join(flagged, on=["band", "kind"])
         .select(
             "band",
             "ranks",
@@ -76,28 +98,30 @@ def slowdown_cells(scores: pl.DataFrame, max_rows: int) -> pl.DataFrame:
             pl.col("rank").alias("worst_rank"),
             "slowdown",
             "median_ms",
-            "peer_median_ms",
+            "reference_ms",
+            "reference",
             "pattern",
+            "flagged",
         )
         .sort("band", "kind")
     )
 
 
 def straggler_heatmap(scores: pl.DataFrame, threshold: float, max_rows: int = 128) -> alt.Chart:
-    """Rank (band) x kind, coloured by slowdown against peers; cells past ``1 / threshold`` outlined."""
+    """Rank (band) x kind, coloured by slowdown against the reference; the stragglers' cells outlined."""
     cells = slowdown_cells(scores, max_rows)
     bands = cells["band"].n_unique()
-    flagged = 1 / threshold
     measured = cells["slowdown"].drop_nulls()
     # Symmetric in log around 1, wide enough for the slowest, the fastest and the flag line.
-    top = flagged
+    top = 1 / threshold
     if measured.len():
         top = max(top, float(measured.max()), 1 / float(measured.min()))  # type: ignore[arg-type]
     grouped = cells["ranks"].str.contains("-").any()
     title = alt.Title(
-        "Slowdown against peers per rank and action kind",
-        subtitle=f"own median / peer median; outlined: flagged (> {flagged:.2f}, score < {threshold}); "
-        "grey: no peers" + ("; each row is a band of ranks showing its worst rank" if grouped else ""),
+        "Slowdown against the reference per rank and action kind",
+        subtitle="own median / reference (peers, else the expected cost of its work); outlined: the stragglers "
+        f"tracekit stragglers names (score < {threshold}, persistent, costly); grey: not judged"
+        + ("; each row is a band of ranks showing its worst rank" if grouped else ""),
     )
     base = alt.Chart(inline(cells), title=title).encode(
         x=alt.X("kind:N", title="action kind"),
@@ -105,24 +129,28 @@ def straggler_heatmap(scores: pl.DataFrame, threshold: float, max_rows: int = 12
             "band:O", title="ranks (first of band)" if grouped else "rank", axis=alt.Axis(labelOverlap=True)
         ),
     )
+    shown = [value for value in LEGEND_MULTIPLES if 1 / top <= value <= top]
     heat = base.mark_rect().encode(
         color=alt.Color(
             "slowdown:Q",
             # Log scale: 2x slower and 2x faster sit equally far from typical (1).
             scale=alt.Scale(type="log", scheme="blueorange", domainMid=1.0, domain=[1 / top, top]),
-            title="slowdown",
+            title="own / reference (×)",
+            legend=alt.Legend(values=shown, labelExpr="'×' + format(datum.value, '.3~g')"),
         ),
         tooltip=[
             alt.Tooltip("ranks:N"),
             alt.Tooltip("worst_rank:O", title="worst rank"),
             alt.Tooltip("kind:N"),
-            alt.Tooltip("slowdown:Q", format=".2f"),
+            alt.Tooltip("slowdown:Q", format=".2f", title="own / reference"),
             alt.Tooltip("median_ms:Q", format=".3f", title="median (ms)"),
-            alt.Tooltip("peer_median_ms:Q", format=".3f", title="peer median (ms)"),
+            alt.Tooltip("reference_ms:Q", format=".3f", title="reference (ms)"),
+            alt.Tooltip("reference:N"),
             alt.Tooltip("pattern:N"),
+            alt.Tooltip("flagged:N", title="straggler"),
         ],
     )
-    # Cells without peers (null slowdown) would be dropped by the log scale: drawn grey instead.
+    # Cells not judged (null slowdown) would be dropped by the log scale: drawn grey instead.
     unjudged = (
         base.mark_rect(color="#d9d9d9")
         .transform_filter("!isValid(datum.slowdown)")
@@ -131,11 +159,12 @@ def straggler_heatmap(scores: pl.DataFrame, threshold: float, max_rows: int = 12
                 alt.Tooltip("ranks:N"),
                 alt.Tooltip("kind:N"),
                 alt.Tooltip("median_ms:Q", format=".3f", title="median (ms)"),
+                alt.Tooltip("reference:N"),
             ]
         )
     )
     outline = base.mark_rect(fill=None, stroke="black", strokeWidth=2 if bands <= 32 else 1).transform_filter(
-        alt.datum.slowdown > flagged
+        alt.datum.flagged
     )
     return (unjudged + heat + outline).properties(
         width=max(60 * cells["kind"].n_unique(), 240), height=min(max(14 * bands, 80), 520)

@@ -9,8 +9,8 @@ import pytest
 
 from dashboards.comparison import comparison_chart, from_sweep
 from dashboards.overlap import OVERLAP_INPUT, overlap_cells, overlap_chart
-from dashboards.stragglers import SCORE_INPUT, attribution_chart, slowdown_cells, straggler_heatmap
-from dashboards.utilization import UTILIZATION_SCHEMA, from_step_utilization, utilization_chart
+from dashboards.stragglers import SCORE_INPUT, attribution_chart, heatmap_scores, slowdown_cells, straggler_heatmap
+from dashboards.utilization import STRAGGLER_INPUT, UTILIZATION_SCHEMA, from_step_utilization, utilization_chart
 from tracekit.schedule.sweep import ShareCosts, sweep
 
 
@@ -55,16 +55,44 @@ def test_utilization_draws_bars_for_few_ranks_and_lines_for_many(ranks: int, mar
     assert spec["title"]["subtitle"] == "mean over ranks: realized 50.0%, ideal 25.0%"
 
 
-def scores(ranks: int, slow: dict[int, float]) -> pl.DataFrame:
-    """One F row per rank, median 1 ms against peers at 1 ms, ``slow`` ranks that many times slower."""
+@pytest.mark.parametrize(("ranks", "mark"), [(4, "bar"), (100, "point")])
+def test_utilization_marks_the_straggler_so_its_small_bubble_is_not_read_as_best(ranks: int, mark: str) -> None:
+    frame = pl.DataFrame(
+        [
+            (timeline, rank, 1.0, 2.0, 0.1 if rank == 2 and timeline == "realized" else 0.4)
+            for timeline in ("realized", "ideal")
+            for rank in range(ranks)
+        ],
+        schema=UTILIZATION_SCHEMA,
+        orient="row",
+    )
+    stragglers = pl.DataFrame({"rank": [2], "saving_ms": [30.0]}, schema=STRAGGLER_INPUT)
+
+    spec = utilization_chart(frame, stragglers=stragglers).to_dict()
+
+    marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
+    assert mark in marks[1:]
+    assert all(
+        layer["transform"] == [{"filter": "isValid(datum.straggler_ms) && datum.timeline == 'realized'"}]
+        for layer in spec["layer"][1:]
+    )
+    assert "straggler (rank 2)" in spec["title"]["subtitle"][1]
+    (rows,) = datasets(spec)
+    assert {row["rank"] for row in rows if row["straggler_ms"] is not None} == {2}
+
+
+def scores(ranks: int, slow: dict[int, float], flagged: tuple[int, ...] = ()) -> pl.DataFrame:
+    """One F row per rank, median 1 ms against a 1 ms reference, ``slow`` ranks that many times slower."""
     return pl.DataFrame(
         {
             "rank": list(range(ranks)),
             "kind": ["F"] * ranks,
+            "reference": ["peers"] * ranks,
             "median_ms": [slow.get(rank, 1.0) for rank in range(ranks)],
-            "peer_median_ms": [1.0] * ranks,
+            "reference_ms": [1.0] * ranks,
             "score": [1 / slow.get(rank, 1.0) for rank in range(ranks)],
             "pattern": ["persistent" if rank in slow else "none" for rank in range(ranks)],
+            "flagged": [rank in flagged for rank in range(ranks)],
         },
         schema=SCORE_INPUT,
     )
@@ -83,15 +111,33 @@ def test_a_band_of_ranks_shows_its_worst_rank() -> None:
     assert cells.height == 100
 
 
-def test_straggler_heatmap_outlines_ranks_past_the_threshold() -> None:
-    spec = straggler_heatmap(scores(4, {2: 2.0}), threshold=0.75).to_dict()
+def test_straggler_heatmap_outlines_exactly_the_flagged_cells() -> None:
+    # Rank 1 is as slow as rank 2 but not flagged (one-off, or too cheap): only rank 2 is outlined.
+    spec = straggler_heatmap(scores(4, {1: 2.0, 2: 2.0}, flagged=(2,)), threshold=0.75).to_dict()
 
     unjudged, heat, outline = spec["layer"]
     assert unjudged["transform"] == [{"filter": "!isValid(datum.slowdown)"}]
-    assert outline["transform"] == [{"filter": "(datum.slowdown > 1.3333333333333333)"}]
+    assert outline["transform"] == [{"filter": "datum.flagged"}]
     assert heat["encoding"]["color"]["scale"]["domainMid"] == 1.0
     (rows,) = datasets(spec)
-    assert [row["worst_rank"] for row in rows if row["slowdown"] > 1 / 0.75] == [2]
+    assert [row["worst_rank"] for row in rows if row["flagged"]] == [2]
+
+
+def test_the_colour_legend_reads_in_multiples_of_the_reference() -> None:
+    spec = straggler_heatmap(scores(4, {2: 3.0}), threshold=0.75).to_dict()
+
+    legend = spec["layer"][1]["encoding"]["color"]["legend"]
+    assert legend["values"] == [0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0]
+    assert "×" in legend["labelExpr"]
+
+
+def test_heatmap_scores_flag_the_named_kind_of_each_straggler() -> None:
+    score_rows = scores(2, {1: 2.0}).drop("flagged").with_columns(pl.lit(None, pl.Int64()).alias("extra"))
+    ranks = pl.DataFrame({"rank": [1, 0], "kind": ["F", "F"], "flagged": [True, False]}, schema_overrides={"rank": pl.Int32()})
+
+    cells = heatmap_scores(score_rows, ranks)
+
+    assert cells.columns == list(SCORE_INPUT) and cells["flagged"].to_list() == [False, True]
 
 
 def test_attribution_shows_the_worst_groups_and_skips_single_group_dimensions() -> None:
