@@ -8,8 +8,8 @@ wall time (the rank waited on looks as slow as the one it waits for); slow links
   work, else only the rank's own history.
 - Score of a (rank, kind): ``Σ actions · reference_ms / Σ actions · median_ms`` over the rank's
   stages of that kind (nvidia-resiliency-ext's straggler score: 1 is typical, below 1 slower). The
-  rank's score is the same sum over all its kinds: how much of its compute time its reference
-  would need. Judging the rank as a whole keeps work that a stage's place moves between kinds (the
+  rank's score is the lowest of the same sums over its kind families: F, F&B, and the backward (B,
+  I and W together). Judging I and W as one keeps work that a stage's place moves between them (the
   first stage has no input gradient to compute: its I is empty and its W does it all) from
   flagging a rank that does its whole backward at normal speed.
 - Persistence: the same scores step by step (per-step references); ``persistent`` when more than
@@ -46,9 +46,9 @@ wall time (the rank waited on looks as slow as the one it waits for); slow links
 | rank | Int32 | global rank | never null |
 | kind | String | the kind with the most excess time (median over reference, times actions) | never null |
 | kind_score | Float64 | that kind's score | never null |
-| score | Float64 | the rank's score over all its judged kinds | never null |
+| score | Float64 | the rank's lowest score over its kind families (F, F&B, backward = B, I, W) | never null |
 | reference | String | peers, or expected when any of its stages has no peers | never null |
-| slow_steps, steps | Int64 | steps whose rank score is below the threshold, steps | never null |
+| slow_steps, steps | Int64 | steps in which that family scores below the threshold, steps | never null |
 | pattern | String | persistent, one-off or none | never null |
 | saving_ms | Float64 | replayed step time saved with the whole rank at reference speed | never null |
 | step_ms | Float64 | mean measured step time, ms | never null |
@@ -104,6 +104,9 @@ RANK_SCHEMA: dict[str, pl.DataType] = {
 UNJUDGED_SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "reason": pl.String()}
 
 _TRUST = {"peers": 0, "expected": 1, "history": 2}
+
+_FAMILY_OF = {"B": "backward", "I": "backward", "W": "backward"}
+"""Kinds judged together for a rank's score: the parts of one backward (others are their own family)."""
 
 
 @dataclass(frozen=True)
@@ -266,20 +269,30 @@ def score_stragglers(
         .cast(SCORE_SCHEMA)  # type: ignore[arg-type]
     )
 
-    rank_steps = (
-        _weighted(per_step.filter(pl.col("reference") != "history"), ["rank", "step"])
+    # Per (rank, family): I and W are one backward, so work a stage's place moves between them
+    # (the first stage's I is empty, its W does it all) cancels out.
+    family = pl.col("kind").replace_strict(dict(_FAMILY_OF), default=pl.col("kind"), return_dtype=pl.String())
+    family_steps = (
+        _weighted(per_step.filter(pl.col("reference") != "history").with_columns(family.alias("family")), ["rank", "family", "step"])
         .with_columns((pl.col("ref") / pl.col("own_judged") < threshold).alias("slow"))
-        .group_by("rank")
+        .group_by("rank", "family")
         .agg(pl.col("slow").sum().cast(pl.Int64()).alias("slow_steps"), pl.len().cast(pl.Int64()).alias("steps"))
     )
     judged_kinds = scores.filter(pl.col("reference") != "history").with_columns(
         ((pl.col("median_ms") - pl.col("reference_ms")) * pl.col("actions")).alias("excess_ms")
     )
     worst = judged_kinds.sort(["excess_ms", "kind"], descending=[True, False]).group_by("rank", maintain_order=True).first()
-    rank_rows = (
-        _weighted(overall, ["rank"])
+    lowest = (
+        _weighted(overall.with_columns(family.alias("family")), ["rank", "family"])
         .filter(pl.col("judged"))
         .with_columns((pl.col("ref") / pl.col("own_judged")).alias("score"))
+        .join(family_steps, on=["rank", "family"])
+        .sort(["score", "family"])
+        .group_by("rank", maintain_order=True)
+        .first()
+    )
+    rank_rows = (
+        lowest.select("rank", "score", "slow_steps", "steps")
         .join(
             overall.group_by("rank").agg(
                 pl.when((pl.col("reference") == "peers").all()).then(pl.lit("peers")).otherwise(pl.lit("expected")).alias(
@@ -289,7 +302,6 @@ def score_stragglers(
             on="rank",
         )
         .join(worst.select("rank", "kind", pl.col("score").alias("kind_score")), on="rank")
-        .join(rank_steps, on="rank")
         .with_columns(_pattern(pl.col("slow_steps"), pl.col("steps"), config).alias("pattern"))
         .sort("rank")
     )
