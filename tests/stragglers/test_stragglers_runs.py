@@ -66,7 +66,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _score(path: Path) -> Stragglers:
     loaded = load_case(path)
     return score_stragglers(
-        loaded.case, stage_work=stage_work(loaded.manifest, str(path)), world_size=loaded.manifest["world_size"]
+        loaded.case, stage_work=stage_work(loaded.manifest, str(path)), world_size=loaded.manifest.world_size
     )
 
 

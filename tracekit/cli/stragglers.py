@@ -40,7 +40,7 @@ def command(source: Path, meta: Path | None, threshold: float, fmt: Format, out_
         loaded.case,
         config,
         stage_work(manifest, str(source)),
-        world_size=(manifest or {}).get("world_size"),
+        world_size=None if manifest is None else manifest.world_size,
     )
     payload = stragglers_payload(result, clock_json(loaded.clock))
     unjudged = tuple(f"rank {row['rank']} not judged: {row['reason']}" for row in payload["unjudged"])

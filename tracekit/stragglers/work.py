@@ -28,10 +28,12 @@ Not for: reading traces or judging durations (``scoring``).
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import polars as pl
 
+from collectors.manifest import Manifest
 from tracekit.errors import TracekitError
 
 STAGE_WORK_SCHEMA: dict[str, pl.DataType] = {
@@ -44,7 +46,7 @@ STAGE_WORK_SCHEMA: dict[str, pl.DataType] = {
 }
 
 MANIFEST_KEY = "stage_work"
-"""The run.json key holding one entry per stage (see ``collectors.manifest``)."""
+"""The run.json field holding one entry per stage (``collectors.manifest.StageWork``)."""
 
 _FIELDS = ("stage", "params", "embedding_params", "layers")
 
@@ -55,19 +57,18 @@ def empty_stage_work() -> pl.DataFrame:
 
 
 def stage_work_frame(entries: list[dict[str, Any]], source: str = "run.json") -> pl.DataFrame:
-    """``STAGE_WORK_SCHEMA`` from the manifest's entries; TracekitError naming the bad entry."""
+    """``STAGE_WORK_SCHEMA`` from per-stage entries (keys of ``_FIELDS``); TracekitError naming the bad one."""
     rows = []
     for entry in entries:
-        if not isinstance(entry, dict) or any(
-            not isinstance(entry.get(name), int) or entry[name] < 0 for name in _FIELDS
-        ):
+        if any(not isinstance(entry.get(name), int) or entry[name] < 0 for name in _FIELDS):
             raise TracekitError(
                 f"{MANIFEST_KEY} entry {entry!r} needs non-negative integers {', '.join(_FIELDS)}", source
             )
         if entry["embedding_params"] > entry["params"]:
             raise TracekitError(f"{MANIFEST_KEY} entry {entry!r}: embedding_params exceed params", source)
         rows.append(tuple(entry[name] for name in _FIELDS))
-    frame = pl.DataFrame(rows, schema=dict(zip(_FIELDS, (pl.Int32(), pl.Int64(), pl.Int64(), pl.Int64()))), orient="row")
+    types = (pl.Int32(), pl.Int64(), pl.Int64(), pl.Int64())
+    frame = pl.DataFrame(rows, schema=dict(zip(_FIELDS, types)), orient="row")
     if frame["stage"].is_duplicated().any():
         raise TracekitError(f"{MANIFEST_KEY} lists a stage twice", source)
     return (
@@ -83,11 +84,8 @@ def stage_work_frame(entries: list[dict[str, Any]], source: str = "run.json") ->
     )
 
 
-def stage_work(manifest: dict[str, Any] | None, source: str = "run.json") -> pl.DataFrame:
+def stage_work(manifest: Manifest | None, source: str = "run.json") -> pl.DataFrame:
     """The stage work a run's manifest records (an empty frame when it records none)."""
-    entries = (manifest or {}).get(MANIFEST_KEY)
-    if entries is None:
+    if manifest is None or manifest.stage_work is None:
         return empty_stage_work()
-    if not isinstance(entries, list):
-        raise TracekitError(f"{MANIFEST_KEY} must be a list of per-stage entries", source)
-    return stage_work_frame(entries, source)
+    return stage_work_frame([asdict(work) for work in manifest.stage_work], source)
