@@ -182,9 +182,14 @@ def test_2048_ranks_render_on_canvas(browser, tmp_path: Path, simulated_run) -> 
         actions.group_by("rank", "kind")
         .agg((pl.col("end_ns") - pl.col("start_ns")).median().cast(pl.Float64()).alias("median_ms") / 1e6)
         .with_columns(
-            pl.col("median_ms").median().over("kind").alias("peer_median_ms"), pl.lit("none").alias("pattern")
+            pl.col("median_ms").median().over("kind").alias("reference_ms"),
+            pl.lit("none").alias("pattern"),
+            pl.lit("peers").alias("reference"),
         )
-        .with_columns((pl.col("peer_median_ms") / pl.col("median_ms")).alias("score"))
+        .with_columns(
+            (pl.col("reference_ms") / pl.col("median_ms")).alias("score"),
+            ((pl.col("rank") == 1234) & (pl.col("kind") == "F")).alias("flagged"),
+        )
     )
     sections = sections_from_actions(actions, None, DashboardConfig()) + (
         straggler_section(scores, None, None, 0.75),

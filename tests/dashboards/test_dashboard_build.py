@@ -151,12 +151,9 @@ def test_sample_run_with_a_straggler(tmp_path: Path) -> None:
     overlap = page.sections[2]
     assert overlap.notes == ("no GPU events in this run: communication / compute overlap needs GPU kernels",)
     (cells,) = page.views[2].spec["datasets"].values()
-    flagged = [
-        row["worst_rank"] for row in cells if row["slowdown"] is not None and row["slowdown"] > 1 / 0.75
-    ]
-    # The capture slowed rank 2 by 5 ms per action: it is flagged on the most kinds (CPU noise flags
-    # others once).
-    assert max(set(flagged), key=flagged.count) == 2 and flagged.count(2) >= 3
+    # The capture slowed rank 2 by 5 ms per action: the heatmap outlines what tracekit stragglers
+    # names, rank 2 on its slowest kind, and nothing else.
+    assert [row["worst_rank"] for row in cells if row["flagged"]] == [2]
     assert ("schedule", "dualpipev (P = 4, 8 stages, 8 micro-batches)") in page.facts
 
 
@@ -170,10 +167,12 @@ def synthetic_tables(ranks: int, slow_rank: int) -> tuple[pl.DataFrame, pl.DataF
         {
             "rank": np.repeat(np.arange(ranks, dtype=np.int32), len(kinds)),
             "kind": kinds * ranks,
+            "reference": ["peers"] * (ranks * len(kinds)),
             "median_ms": median,
-            "peer_median_ms": np.ones(ranks * len(kinds)),
+            "reference_ms": np.ones(ranks * len(kinds)),
             "score": 1 / median,
             "pattern": ["none"] * (ranks * len(kinds)),
+            "flagged": [index == slow_rank * len(kinds) for index in range(ranks * len(kinds))],
         }
     )
     attribution = pl.DataFrame(

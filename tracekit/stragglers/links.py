@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tracekit.whatif.pipeline import pipeline_case
+from tracekit.whatif.pipeline import cross_rank_dependencies, pipeline_case
 
 LINK_SCHEMA: dict[str, pl.DataType] = {
     "rank_a": pl.Int32(),
@@ -59,7 +59,6 @@ LINK_SCHEMA: dict[str, pl.DataType] = {
     "flagged": pl.Boolean(),
 }
 
-_KEY = ["step", "stage", "kind_class", "microbatch"]
 
 
 @dataclass(frozen=True)
@@ -86,52 +85,45 @@ class LinkConfig:
             raise ValueError("persistent_share must be in (0, 1]")
 
 
-def _producer_keys(kind: str, stage: int, microbatch: int, first: int, last: int) -> tuple[str, int, int] | None:
-    """(kind class, stage, micro-batch) of the action a consumer waits for (``whatif.pipeline``'s rule)."""
-    if kind == "F":
-        return ("F", stage - 1, microbatch) if stage > first else None
-    if kind in ("B", "I"):
-        return ("bwd", stage + 1, microbatch) if stage < last else None
-    return None
-
-
 def exposed_latencies(actions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per consumer action with a cross-rank producer: row, link (rank_a, rank_b), step, latency_ms.
 
-    Returns that frame and ``actions`` ordered and numbered (``row``) as it refers to them.
+    Returns that frame and ``actions`` ordered and numbered (``row``) as it refers to them. The
+    dependencies are the one rule's (``tracekit.whatif.pipeline.cross_rank_dependencies``).
     """
-    actions = actions.sort("step", "rank", "start_ns", "end_ns").with_row_index("row")
-    paths = {
-        (step, mb): (lo, hi)
-        for step, mb, lo, hi in actions.group_by("step", "microbatch")
-        .agg(pl.col("stage").min(), pl.col("stage").max().alias("hi"))
-        .iter_rows()
-    }
-    ends = {
-        (step, "bwd" if kind in ("B", "I") else kind, stage, mb): (rank, end)
-        for step, kind, stage, mb, rank, end in actions.select(
-            "step", "kind", "stage", "microbatch", "rank", "end_ns"
-        ).iter_rows()
-    }
-    rows = []
-    previous: dict[tuple[int, int], int] = {}
-    for row, rank, step, stage, kind, mb, start, end in actions.select(
-        "row", "rank", "step", "stage", "kind", "microbatch", "start_ns", "end_ns"
-    ).iter_rows():
-        lane = (step, rank)
-        prev_end = previous.get(lane)
-        previous[lane] = max(end, prev_end or end)
-        wanted = _producer_keys(kind, stage, mb, *paths[(step, mb)])
-        producer = ends.get((step, *wanted)) if wanted is not None else None
-        if producer is None or producer[0] == rank:
-            continue
-        ready = max(producer[1], prev_end if prev_end is not None else producer[1])
-        rows.append((row, min(rank, producer[0]), max(rank, producer[0]), step, max(0, start - ready) / 1e6))
-    return pl.DataFrame(
-        rows,
-        schema={"row": pl.UInt32(), "rank_a": pl.Int32(), "rank_b": pl.Int32(), "step": pl.Int32(), "latency_ms": pl.Float64()},
-        orient="row",
-    ), actions
+    ordered = (
+        actions.sort("step", "rank", "start_ns", "end_ns")
+        .with_row_index("row")
+        .with_columns(
+            pl.col("end_ns").cum_max().shift(1).over("step", "rank").alias("previous_end_ns"),
+        )
+    )
+    latest = (
+        cross_rank_dependencies(actions)
+        .sort("src_end_ns", "src_rank", descending=[True, False])
+        .group_by("step", "dst_rank", "dst_start_ns", maintain_order=True)
+        .first()
+    )
+    consumers = (
+        ordered.select("row", "step", "rank", "start_ns", "previous_end_ns")
+        .join(
+            latest.cast({"step": ordered.schema["step"], "dst_rank": ordered.schema["rank"]}),
+            left_on=["step", "rank", "start_ns"],
+            right_on=["step", "dst_rank", "dst_start_ns"],
+        )
+        .sort("row")
+        .group_by("step", "rank", "start_ns", maintain_order=True)
+        .first()  # an unlabelled pair's two halves start together: the latency counts once
+    )
+    ready = pl.max_horizontal("src_end_ns", pl.col("previous_end_ns").fill_null(pl.col("src_end_ns")))
+    latencies = consumers.select(
+        "row",
+        pl.min_horizontal("rank", "src_rank").cast(pl.Int32()).alias("rank_a"),
+        pl.max_horizontal("rank", "src_rank").cast(pl.Int32()).alias("rank_b"),
+        pl.col("step").cast(pl.Int32()),
+        (pl.max_horizontal(pl.lit(0), pl.col("start_ns") - ready) / 1e6).alias("latency_ms"),
+    )
+    return latencies, ordered.drop("previous_end_ns")
 
 
 def _replayed_ms(actions: pl.DataFrame, extra_ms: np.ndarray) -> float:
