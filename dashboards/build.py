@@ -366,7 +366,7 @@ def _run_stragglers(run: Run, config: DashboardConfig) -> tuple[Section, tuple[s
     )
     result = what_if(loaded.case)
     section = straggler_section(
-        heatmap_scores(stragglers.scores, stragglers.ranks),
+        heatmap_scores(stragglers.scores),
         attribution_table(result),
         result.slowdown,
         config.straggler_threshold,

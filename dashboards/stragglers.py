@@ -1,7 +1,7 @@
 """The straggler views: a rank x action-kind heatmap of slowdown against the reference, and what-if attribution.
 
 Heatmap input, ``SCORE_INPUT`` (``tracekit.stragglers.scoring.SCORE_SCHEMA`` columns plus
-``flagged``, one row per rank and kind; ``heatmap_scores`` makes it from a scoring result):
+one row per rank and kind; ``heatmap_scores`` narrows a scoring result's ``scores`` to it):
 
 | column | dtype | unit / meaning | null means |
 |---|---|---|---|
@@ -65,14 +65,9 @@ DIMENSION_TITLES: dict[str, str] = {
 """Attribution dimensions in display order, with their axis titles."""
 
 
-def heatmap_scores(scores: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
-    """``SCORE_INPUT`` from a scoring result's ``scores`` and ``ranks`` frames: flagged = a straggler's named kind."""
-    named = ranks.filter(pl.col("flagged")).select("rank", "kind", pl.lit(True).alias("flagged"))
-    return (
-        scores.join(named, on=["rank", "kind"], how="left")
-        .with_columns(pl.col("flagged").fill_null(False))
-        .select(list(SCORE_INPUT))
-    )
+def heatmap_scores(scores: pl.DataFrame) -> pl.DataFrame:
+    """``SCORE_INPUT`` from a scoring result's ``scores`` (``flagged``: the kind a straggler is named by)."""
+    return scores.select(list(SCORE_INPUT))
 
 
 def slowdown_cells(scores: pl.DataFrame, max_rows: int) -> pl.DataFrame:

@@ -131,11 +131,10 @@ def test_the_colour_legend_reads_in_multiples_of_the_reference() -> None:
     assert "×" in legend["labelExpr"]
 
 
-def test_heatmap_scores_flag_the_named_kind_of_each_straggler() -> None:
-    score_rows = scores(2, {1: 2.0}).drop("flagged").with_columns(pl.lit(None, pl.Int64()).alias("extra"))
-    ranks = pl.DataFrame({"rank": [1, 0], "kind": ["F", "F"], "flagged": [True, False]}, schema_overrides={"rank": pl.Int32()})
+def test_heatmap_scores_keep_the_scoring_flags() -> None:
+    score_rows = scores(2, {1: 2.0}, flagged=(1,)).with_columns(pl.lit(None, pl.Int64()).alias("extra"))
 
-    cells = heatmap_scores(score_rows, ranks)
+    cells = heatmap_scores(score_rows)
 
     assert cells.columns == list(SCORE_INPUT) and cells["flagged"].to_list() == [False, True]
 

@@ -21,7 +21,7 @@ def test_summaries_lay_out_the_realized_actions_they_were_cut_from(sample_action
 
 def test_live_scores_equal_the_offline_scores_of_the_same_actions(sample_actions: pl.DataFrame) -> None:
     live = assess_interval(0, summaries_of(sample_actions), {0, 1, 2, 3}, LiveConfig())
-    offline = score_stragglers(load_case(SAMPLE_1F1B).case)
+    offline = score_stragglers(load_case(SAMPLE_1F1B).case).scores
     assert live.scores.equals(offline)
     assert dict(live.ranks.schema) == RANK_SCHEMA
     assert live.ranks["rank"].to_list() == [0, 1, 2, 3]

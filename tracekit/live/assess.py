@@ -17,8 +17,8 @@ scores or prices on its own.
 | comm_ms | Float64 | median time per step waiting on pipeline communication, ms | never null |
 | action_ms | Float64 | median duration of the rank's compute actions, ms | never null |
 | bubble_fraction | Float64 | idle share of the steps' windows (``tracekit.analysis.utilization``) | never null |
-| score | Float64 | the rank's lowest straggler score over its action kinds (1 typical, below 1 slower) | no kind of the rank could be judged |
-| saving_ms | Float64 | the largest step-time saving of bringing one of its kinds to the reference speed, ms | no kind could be judged |
+| score | Float64 | the rank's straggler score (``tracekit.stragglers.scoring.RANK_SCHEMA``: 1 typical, below 1 slower) | the rank could not be judged |
+| saving_ms | Float64 | the step time saved with the rank at its reference speed, ms | the rank could not be judged |
 | dropped | Int64 | summaries the rank had dropped by the end of the interval | never null |
 
 Not for: deciding what persists across intervals (``tracekit.live.tracker``) or any I/O.
@@ -122,7 +122,7 @@ def flagged_stragglers(scores: pl.DataFrame) -> list[dict]:
                 "rank": row["rank"],
                 "stage": stages[0] if len(stages) == 1 else stages,
                 "kind": row["kind"],
-                "slower_pct": round((1 / row["score"] - 1) * 100, 1),
+                "slower_pct": round((1 / row["score"] - 1) * 100, 1),  # the kind it is named by
                 "saving_ms": round(row["saving_ms"], 3),
                 "step_ms": round(row["step_ms"], 3),
             }
@@ -145,10 +145,9 @@ def assess_interval(
         actions = apply_offsets(actions, clock.rank_offset_ns)
     case, replay_warnings = pipeline_case(actions, f"live interval {index}")
     warnings.extend(replay_warnings)
-    scores = score_stragglers(case, config.stragglers)
-    per_rank_scores = scores.group_by("rank").agg(
-        pl.col("score").min().alias("score"), pl.col("saving_ms").max().alias("saving_ms")
-    )
+    scored = score_stragglers(case, config.stragglers)
+    scores = scored.scores
+    per_rank_scores = scored.ranks.select("rank", "score", "saving_ms")
     own = (
         step_frame(kept)
         .group_by("rank")

@@ -38,6 +38,8 @@ wall time (the rank waited on looks as slow as the one it waits for); slow links
 | steps | Int64 | steps the rank ran this kind in | never null |
 | pattern | String | persistent, one-off or none | never null |
 | saving_ms | Float64 | replayed step time saved with this kind of this rank at reference speed | history reference |
+| step_ms | Float64 | mean measured step time, ms | never null |
+| flagged | Boolean | this is the kind a straggler is named by (its rank flagged, ``RANK_SCHEMA``) | never null |
 
 ``RANK_SCHEMA``, one row per judged rank, flagged first, most costly first:
 
@@ -84,6 +86,8 @@ SCORE_SCHEMA: dict[str, pl.DataType] = {
     "steps": pl.Int64(),
     "pattern": pl.String(),
     "saving_ms": pl.Float64(),
+    "step_ms": pl.Float64(),
+    "flagged": pl.Boolean(),
 }
 
 RANK_SCHEMA: dict[str, pl.DataType] = {
@@ -263,11 +267,7 @@ def score_stragglers(
         None if reference == "history" else pricer.rank_saving_ms(rank, kind)
         for rank, kind, reference in kinds.select("rank", "kind", "reference").iter_rows()
     ]
-    scores = (
-        kinds.with_columns(pl.Series("saving_ms", savings, dtype=pl.Float64()))
-        .select(list(SCORE_SCHEMA))
-        .cast(SCORE_SCHEMA)  # type: ignore[arg-type]
-    )
+    scores = kinds.with_columns(pl.Series("saving_ms", savings, dtype=pl.Float64()), pl.lit(step_ms).alias("step_ms"))
 
     # Per (rank, family): I and W are one backward, so work a stage's place moves between them
     # (the first stage's I is empty, its W does it all) cancels out.
@@ -323,6 +323,14 @@ def score_stragglers(
         .cast(RANK_SCHEMA)  # type: ignore[arg-type]
         # rank breaks ties, so the order is the same on every run.
         .sort(["flagged", "saving_ms", "score", "rank"], descending=[True, True, False, False])
+    )
+    named = ranks.filter(pl.col("flagged")).select("rank", "kind", pl.lit(True).alias("flagged"))
+    scores = (
+        scores.join(named, on=["rank", "kind"], how="left")
+        .with_columns(pl.col("flagged").fill_null(False))
+        .select(list(SCORE_SCHEMA))
+        .cast(SCORE_SCHEMA)  # type: ignore[arg-type]
+        .sort("rank", "kind")
     )
     world = list(range(world_size)) if world_size is not None else []
     unjudged = _unjudged(case.ops, overall, world, not stage_work.is_empty())
