@@ -61,6 +61,12 @@ def test_stragglers_json_lists_the_slow_rank_first_with_a_sentence() -> None:
     assert {"rank", "kind", "score"} <= set(first) and first["rank"] == 2 and first["score"] < 0.75
     assert first["summary"].startswith("rank 2 runs ")
     assert payload["threshold"] == 0.75
+    assert set(first) >= {"rank", "kind", "score", "reference", "saving_ms", "step_ms", "step_ms_without"}
+    assert first["step_ms_without"] == pytest.approx(first["step_ms"] - first["saving_ms"])
+    # The sample predates recorded stage work: its first and last stages are listed with the reason.
+    assert [row["rank"] for row in payload["unjudged"]] == [0]
+    assert "records no per-stage work" in payload["unjudged"][0]["reason"]
+    assert isinstance(payload["links"], list) and not any(link["flagged"] for link in payload["links"])
 
 
 def test_tables_print_for_people(shared: Path) -> None:

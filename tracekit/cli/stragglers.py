@@ -9,7 +9,8 @@ import click
 from tracekit.cli.options import format_option, meta_option, out_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.cli.progress import load_run_with_progress
-from tracekit.stragglers.report import describe, heading, notes, rank_table, stragglers_payload
+from tracekit.stragglers.links import slow_links
+from tracekit.stragglers.report import describe, describe_link, heading, notes, rank_table, stragglers_payload
 from tracekit.stragglers.scoring import StragglerConfig, score_stragglers
 from tracekit.stragglers.work import stage_work
 from tracekit.whatif.inputs import load_case
@@ -42,13 +43,19 @@ def command(source: Path, meta: Path | None, threshold: float, fmt: Format, out_
         stage_work(manifest, str(source)),
         world_size=None if manifest is None else manifest.world_size,
     )
-    payload = stragglers_payload(result, clock_json(loaded.clock))
+    links = None
+    if loaded.actions is not None:
+        links = slow_links(loaded.actions, float(loaded.case.measured_ms().mean()))
+    payload = stragglers_payload(result, clock_json(loaded.clock), links)
     unjudged = tuple(f"rank {row['rank']} not judged: {row['reason']}" for row in payload["unjudged"])
     tables = (
         Table(
             title=heading(str(source), result),
             frame=rank_table(result),
-            notes=notes(config) + tuple(describe(row) for row in result.flagged.to_dicts()) + unjudged,
+            notes=notes(config)
+            + tuple(describe(row) for row in result.flagged.to_dicts())
+            + tuple(describe_link(row) for row in payload["links"] if row["flagged"])
+            + unjudged,
             name="ranks",
         ),
         Table(title="scores per rank and kind", frame=result.scores, name="stragglers", shown=False),

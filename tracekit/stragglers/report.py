@@ -21,7 +21,7 @@ def notes(config: StragglerConfig) -> tuple[str, ...]:
         "score: reference / own median duration of compute (1 typical; below 1 slower)",
         "reference: peers (same stage elsewhere, or same place on the path with the same work), else "
         "expected (the other stages' cost per parameter times this stage's), else history (its own other steps)",
-        f"straggler: a rank scoring below {config.threshold} over all its compute, in more than "
+        f"straggler: a rank scoring below {config.threshold} on F, F&B or its whole backward (B, I, W), in more than "
         f"{config.persistent_share:.0%} of the steps, whose reference speed saves at least "
         f"{config.min_saving_share:.0%} of the step",
         "saving_ms: replayed step time saved with only that rank (or that rank's kind) at reference speed",
@@ -53,8 +53,20 @@ STRAGGLER_KEYS = ("rank", "kind", "score", "reference", "saving_ms", "step_ms", 
 ``pattern`` and ``summary`` follow them."""
 
 
-def stragglers_payload(result: Stragglers, clock: dict[str, Any] | None) -> dict[str, Any]:
-    """The JSON payload of ``tracekit stragglers``: stragglers most costly first, unjudged ranks, every score."""
+def describe_link(row: dict[str, Any]) -> str:
+    """One plain sentence for a slow link: its latency against the others', and its price."""
+    change = -row["saving_ms"] / row["step_ms"]
+    return (
+        f"the link between ranks {row['rank_a']} and {row['rank_b']} exposes {row['latency_ms']:.1f} ms per transfer "
+        f"against {row['reference_ms']:.1f} ms on the other links; at their latency the step would take "
+        f"{row['step_ms_without']:.0f} ms instead of {row['step_ms']:.0f} ms ({change:+.0%})"
+    ).replace("(-", "(\u2212")
+
+
+def stragglers_payload(
+    result: Stragglers, clock: dict[str, Any] | None, links: pl.DataFrame | None = None
+) -> dict[str, Any]:
+    """The JSON payload of ``tracekit stragglers``: stragglers most costly first, unjudged ranks, links, every score."""
     flagged = [
         {
             **{key: row[key] for key in STRAGGLER_KEYS},
@@ -69,6 +81,9 @@ def stragglers_payload(result: Stragglers, clock: dict[str, Any] | None) -> dict
         "time_unit": "ms",
         "stragglers": flagged,
         "unjudged": result.unjudged.to_dicts(),
+        "links": [] if links is None else [
+            {**row, "summary": describe_link(row)} if row["flagged"] else row for row in links.to_dicts()
+        ],
         "ranks": result.ranks.to_dicts(),
         "scores": result.scores.to_dicts(),
         "clock": clock,
