@@ -1,8 +1,8 @@
 """Check the straggler price against reality: predicted saving vs measured A/B difference.
 
-For each case (schedule, ranks, straggler rank R), the example job is captured twice, both runs
-at the same time so that whatever else loads the machine loads both alike: A without a straggler,
-B with rank R
+For each case (schedule, ranks, straggler rank R), the example job is captured twice, one run
+right after the other, each alone (run side by side, the shorter run's trace export lands in the
+longer run's captured steps and slows them): A without a straggler, B with rank R
 slowed by ``--slow-ms`` per forward and per backward of each of its stage modules (``--slow-how
 sleep``: the straggler frees its core, as a slow accelerator leaves its host's other work alone,
 so the other ranks run as fast as in A). From B's traces alone, ``tracekit stragglers`` predicts
@@ -101,12 +101,8 @@ def run_case(root: Path, schedule: str, ranks: int, rank: int, steps: int, slow_
     name = f"{schedule}-p{ranks}-r{rank}"
     clean, slow = root / f"{name}-a", root / f"{name}-b"
     if not reuse:
-        runs = [
-            (start_record(clean, schedule, ranks, steps, None), clean),
-            (start_record(slow, schedule, ranks, steps, (rank, slow_ms)), slow),
-        ]
-        for process, out in runs:
-            wait(process, out)
+        for out, slowed in ((clean, None), (slow, (rank, slow_ms))):
+            wait(start_record(out, schedule, ranks, steps, slowed), out)
     saving, first = predicted(slow, rank)
     return Outcome(schedule, ranks, rank, median_step_ms(clean), median_step_ms(slow), saving, first)
 
