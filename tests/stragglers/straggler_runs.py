@@ -47,11 +47,11 @@ class Job:
                 "--format", "json", "--", *job]  # fmt: skip
 
 
-def record_all(root: Path, jobs: list[Job]) -> dict[str, Path]:
-    """Capture every job under ``root`` (``PARALLEL`` at a time); name -> run directory."""
+def record_all(root: Path, jobs: list[Job], parallel: int = PARALLEL) -> dict[str, Path]:
+    """Capture every job under ``root`` (``parallel`` at a time); name -> run directory."""
     done: dict[str, Path] = {}
-    for start in range(0, len(jobs), PARALLEL):
-        batch = [(job, root / job.name) for job in jobs[start : start + PARALLEL]]
+    for start in range(0, len(jobs), parallel):
+        batch = [(job, root / job.name) for job in jobs[start : start + parallel]]
         running = [
             (job, out, subprocess.Popen(job.command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
             for job, out in batch
