@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from tracekit.errors import TracekitError
+from tracekit.schedule.action import pair_body_pattern
 from tracekit.trace.labels import Role, match_labels
 from tracekit.trace.run import Run
 
@@ -70,15 +71,15 @@ def _pair_halves(pairs: pl.DataFrame) -> pl.DataFrame:
         return pairs
     parts = (
         pairs["pair"]
-        .str.extract_groups(r"^(?P<fs>\d+)(?P<fk>[FBIW])(?P<fm>\d+);(?P<bs>\d+)(?P<bk>[FBIW])(?P<bm>\d+)$")
+        .str.extract_groups(f"^{pair_body_pattern('f', 'b')}$")
         .struct.unnest()
     )
     base = pairs.drop("stage", "kind", "microbatch")
     halves = [
         base.with_columns(
-            parts[f"{side}s"].cast(pl.Int32()).alias("stage"),
-            parts[f"{side}k"].alias("kind"),
-            parts[f"{side}m"].cast(pl.Int32()).alias("microbatch"),
+            parts[f"{side}stage"].cast(pl.Int32()).alias("stage"),
+            parts[f"{side}kind"].alias("kind"),
+            parts[f"{side}mb"].cast(pl.Int32()).alias("microbatch"),
         )
         for side in ("f", "b")
     ]

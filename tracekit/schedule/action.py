@@ -32,8 +32,34 @@ class Kind(str, Enum):
 KIND_CODES: tuple[str, ...] = tuple(kind.value for kind in Kind)
 """The one-letter codes in their canonical order: F, B, I, W."""
 
-_ACTION_RE = re.compile(r"^(\d+)([FBIW])(\d+)$")
-_PAIR_RE = re.compile(r"^\((\d+[FBIW]\d+);(\d+[FBIW]\d+)\)OVERLAP_F_B$")
+
+def action_pattern(prefix: str | None = None, kinds: str = "".join(KIND_CODES)) -> str:
+    """The grammar of one action, ``{stage}{kind}{micro-batch}`` (``2F0``), as an unanchored regex.
+
+    The one definition: the parsers below, the trace's label formats (``tracekit.trace.labels``)
+    and the realized schedule's pair halves build their patterns from it (Python ``re`` and polars
+    both read it). With ``prefix``, the parts are groups ``{prefix}stage``, ``{prefix}kind``,
+    ``{prefix}mb``; ``kinds`` limits the kind letters.
+    """
+    if prefix is None:
+        return rf"\d+[{kinds}]\d+"
+    return rf"(?P<{prefix}stage>\d+)(?P<{prefix}kind>[{kinds}])(?P<{prefix}mb>\d+)"
+
+
+def pair_body_pattern(forward: str | None = None, backward: str | None = None) -> str:
+    """What an overlapped pair holds between its parentheses, ``0F3;7B1``: a forward, then a backward action."""
+    backward_kinds = "".join(code for code in KIND_CODES if code != Kind.FORWARD.value)
+    return f"{action_pattern(forward, Kind.FORWARD.value)};{action_pattern(backward, backward_kinds)}"
+
+
+def pair_pattern(body: str | None = None) -> str:
+    """The grammar of an overlapped pair, ``(0F3;7B1)OVERLAP_F_B``; ``body`` names a group around the halves."""
+    inner = pair_body_pattern()
+    return rf"\({inner if body is None else f'(?P<{body}>{inner})'}\)OVERLAP_F_B"
+
+
+_ACTION_RE = re.compile(f"^{action_pattern('')}$")
+_PAIR_RE = re.compile(f"^{pair_pattern(body='halves')}$")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -56,7 +82,7 @@ class Action:
         match = _ACTION_RE.match(text.strip())
         if match is None:
             raise ValueError(f"not an action: {text!r} (expected stage, kind F/B/I/W, micro-batch, e.g. 2F0)")
-        return cls(int(match[1]), Kind(match[2]), int(match[3]))
+        return cls(int(match["stage"]), Kind(match["kind"]), int(match["mb"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +109,8 @@ class OverlappedPair:
         match = _PAIR_RE.match(text.strip())
         if match is None:
             raise ValueError(f"not an overlapped pair: {text!r} (expected e.g. (0F3;7B1)OVERLAP_F_B)")
-        return cls(Action.parse(match[1]), Action.parse(match[2]))
+        forward, backward = match["halves"].split(";")
+        return cls(Action.parse(forward), Action.parse(backward))
 
 
 Step = Action | OverlappedPair

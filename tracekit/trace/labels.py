@@ -16,6 +16,8 @@ from enum import Enum
 
 import polars as pl
 
+from tracekit.schedule.action import action_pattern, pair_pattern
+
 
 class Role(str, Enum):
     """What a labelled span stands for."""
@@ -45,12 +47,13 @@ class LabelFormat:
 LABEL_FORMATS: tuple[LabelFormat, ...] = (
     LabelFormat("tracekit", Role.STEP, r"^tracekit:step#(?P<step>\d+)$", 2),
     LabelFormat("profiler", Role.STEP, r"^ProfilerStep#(?P<step>\d+)$", 1),
-    LabelFormat("tracekit", Role.ACTION, r"^tracekit:(?P<stage>\d+)(?P<kind>[FBIW])(?P<mb>\d+)$", 3),
-    LabelFormat("torch", Role.ACTION, r"^PP:(?P<stage>\d+)(?P<kind>[FBIW])(?P<mb>\d+)$", 2),
+    # Actions and pairs use the one grammar of tracekit.schedule.action (groups stage, kind, mb; pair).
+    LabelFormat("tracekit", Role.ACTION, rf"^tracekit:{action_pattern('')}$", 3),
+    LabelFormat("torch", Role.ACTION, rf"^PP:{action_pattern('')}$", 2),
     LabelFormat("gpipe", Role.ACTION, r"^Forward (?P<mb>\d+)$", 1, fixed_kind="F"),
     LabelFormat("gpipe", Role.ACTION, r"^Backward (?P<mb>\d+)$", 1, fixed_kind="B"),
-    LabelFormat("tracekit", Role.PAIR, r"^tracekit:\((?P<pair>\d+[FBIW]\d+;\d+[FBIW]\d+)\)OVERLAP_F_B$", 3),
-    LabelFormat("torch", Role.PAIR, r"^PP:\((?P<pair>\d+[FBIW]\d+;\d+[FBIW]\d+)\)OVERLAP_F_B$", 2),
+    LabelFormat("tracekit", Role.PAIR, rf"^tracekit:{pair_pattern(body='pair')}$", 3),
+    LabelFormat("torch", Role.PAIR, rf"^PP:{pair_pattern(body='pair')}$", 2),
     LabelFormat("tracekit", Role.COMM, r"^tracekit:comm:(?P<op>.+)$", 3),
     # DeepSeek's DualPipe profile (deepseek-ai/profile-data): a chunk's phases, e.g. ``dispatch(F)``.
     LabelFormat("deepseek", Role.SUBCHUNK, r"^(?P<op>attn|dispatch|mlp|combine)\((?P<kind>[FBW])\)$", 1),
