@@ -3,7 +3,8 @@
 ``tracekit record`` prepends this file's directory to PYTHONPATH and sets TRACEKIT_OUT, so every
 Python process of the job (the launcher, torchrun's agent, each rank) runs this at start-up. It
 only installs an import hook (collectors.hooks); torch is not imported here, and a process that
-never imports a pipeline schedule pays for one dict lookup per import. Then it runs the
+never imports a pipeline schedule pays for one dict lookup per import. A Python without torch
+says so in one line and captures nothing. Then it runs the
 sitecustomize this one shadows, if any, so the user's own start-up code still runs.
 """
 
@@ -37,9 +38,22 @@ def _run_shadowed_sitecustomize() -> None:
     spec.loader.exec_module(module)
 
 
+def _has_torch() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
 if os.environ.get("TRACEKIT_OUT"):
     try:
-        _start_watching()
+        if _has_torch():
+            _start_watching()
+        else:
+            print(
+                f"tracekit: {sys.executable} has no torch: this process captures nothing "
+                "(install torch in the job's environment, e.g. pip install 'tracekit[collect]')",
+                file=sys.stderr,
+            )
     except Exception as error:  # noqa: BLE001 - the job must start even if the collector cannot
         print(f"tracekit: capture disabled in pid {os.getpid()}: {error!r}", file=sys.stderr)
 _run_shadowed_sitecustomize()
