@@ -24,9 +24,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracekit.run_analysis import analyse
 from tracekit.stragglers.scoring import score_stragglers
 from tracekit.stragglers.work import stage_work
-from tracekit.whatif.inputs import load_case
 
 CASES: tuple[tuple[str, int, int], ...] = (
     *(("1f1b", 4, rank) for rank in range(4)),
@@ -59,7 +59,9 @@ class Outcome:
         return self.predicted_ms / self.measured_ms - 1
 
 
-def start_record(out: Path, schedule: str, ranks: int, steps: int, slow: tuple[int, float] | None) -> subprocess.Popen:
+def start_record(
+    out: Path, schedule: str, ranks: int, steps: int, slow: tuple[int, float] | None
+) -> subprocess.Popen:
     """Start ``tracekit record`` of the example job, capturing every step but the first."""
     job = [sys.executable, "-m", "collectors.example_job", "--schedule", schedule, "--ranks", str(ranks),
            "--microbatches", "8", "--steps", str(steps)]  # fmt: skip
@@ -84,19 +86,21 @@ def wait(process: subprocess.Popen, out: Path) -> None:
 
 def median_step_ms(path: Path) -> float:
     """Median measured step time of a captured run, ms."""
-    return statistics.median(load_case(path).case.measured_ms().tolist())
+    return statistics.median(analyse(path).case.measured_ms().tolist())
 
 
 def predicted(path: Path, rank: int) -> tuple[float, bool]:
     """The price ``tracekit stragglers`` puts on ``rank``, and whether it names it first."""
-    loaded = load_case(path)
+    loaded = analyse(path)
     result = score_stragglers(loaded.case, stage_work=stage_work(loaded.manifest, str(path)))
     row = result.ranks.filter(result.ranks["rank"] == rank).row(0, named=True)
     flagged = result.flagged["rank"].to_list()
     return row["saving_ms"], bool(flagged) and flagged[0] == rank
 
 
-def run_case(root: Path, schedule: str, ranks: int, rank: int, steps: int, slow_ms: float, reuse: bool) -> Outcome:
+def run_case(
+    root: Path, schedule: str, ranks: int, rank: int, steps: int, slow_ms: float, reuse: bool
+) -> Outcome:
     """Capture (or reuse) A and B of one case and compare."""
     name = f"{schedule}-p{ranks}-r{rank}"
     clean, slow = root / f"{name}-a", root / f"{name}-b"
@@ -141,7 +145,9 @@ def main() -> None:
         outcomes.append(outcome)
     print(table(outcomes))
     worst = max(abs(o.error) for o in outcomes)
-    print(f"\nworst error {worst:.1%} (goal: within 15%); slow-ms {args.slow_ms}, {args.steps - 1} captured steps")
+    print(
+        f"\nworst error {worst:.1%} (goal: within 15%); slow-ms {args.slow_ms}, {args.steps - 1} captured steps"
+    )
 
 
 if __name__ == "__main__":

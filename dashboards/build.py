@@ -1,56 +1,49 @@
-"""From a loaded run to the dashboard page: runs the library's analyses and hands their tables to the views.
+"""Page assembly: a run's ``RunAnalysis`` laid out as the dashboard's sections, in page order.
 
-Sections, in page order, each either charts or a note saying why not:
+Every figure comes from the one analysis of the run (``tracekit.run_analysis``), so the page agrees
+with ``tracekit report``, ``stragglers`` and ``whatif`` to the last digit. Sections, each either
+charts or a note saying why not:
 
 1. timeline: the realized schedule of one step (or all) above its *ideal*: the run's own per-rank
-   order replayed by the simulator (``tracekit.schedule``) with the run's median cost per kind and
-   stage and no communication cost. Ranks running the same stages (data-parallel replicas) share
-   one ideal pipeline.
-2. utilization: bubble fraction per rank, realized against ideal, over the steps shown.
+   order replayed by the simulator with every action at its ideal duration
+   (``tracekit.analysis.ideal``: never a straggler's own) and no communication cost. Ranks running
+   the same stages (data-parallel replicas) share one ideal pipeline.
+2. utilization: bubble fraction per rank over *all* steps (the report's figures), realized against
+   the ideal replay of every step.
 3. overlap: communication hidden under compute per rank and class, for GPU traces.
-4. stragglers: slowdown against peers per rank and kind (``tracekit.stragglers``) and the what-if
-   attribution (``tracekit.whatif``).
+4. stragglers: slowdown against peers per rank and kind, flagged as ``tracekit stragglers`` flags,
+   and the what-if attribution.
 5. comparison: the simulated bubble fraction of every known schedule against micro-batches at the
-   run's P, costs from the run's medians, this run marked.
+   run's P, each "at typical costs" (the ideal durations), with the realized run and its ideal marked.
 
-``sections_from_actions`` builds 1, 2 and 5 from a realized-actions frame alone (what the
-2048-rank size test feeds it); ``build_page`` adds the sections that need the whole run.
-
-Not for: computing metrics (the analyses) or drawing (the view modules).
+Not for: computing metrics (``tracekit.run_analysis``) or drawing (the view modules).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from collectors.manifest import Manifest, RunSchedule
 from dashboards.comparison import comparison_chart, from_sweep
-from dashboards.export import write_images
 from dashboards.overlap import from_gpu_overlap, overlap_chart
-from dashboards.page import Page, Section, View, render_html
+from dashboards.page import Page, Section, View
 from dashboards.stragglers import attribution_chart, heatmap_scores, straggler_heatmap
 from dashboards.timeline import TimelineLimits, from_realized, from_simulated, timeline_chart
-from dashboards.utilization import from_simulated_ranks, from_step_utilization, mean_bubble, utilization_chart
-from tracekit.analysis.utilization import step_utilization
+from dashboards.utilization import from_rank_utilization, from_simulated_ranks, mean_bubble, utilization_chart
+from tracekit.analysis.ideal import stage_costs
 from tracekit.errors import TracekitError
-from tracekit.gpu.report import build_run_report
+from tracekit.present.stragglers import case_warnings
+from tracekit.present.whatif import attribution_table
+from tracekit.run_analysis import RunAnalysis
 from tracekit.schedule.costs import Costs
 from tracekit.schedule.engine import simulate
 from tracekit.schedule.metrics import summarize
-from tracekit.schedule.realized import realized_costs, schedule_from_realized
+from tracekit.schedule.realized import schedule_from_realized
 from tracekit.schedule.registry import GENERATORS
 from tracekit.schedule.sweep import ShareCosts, sweep
-from tracekit.stragglers.scoring import StragglerConfig, score_stragglers
-from tracekit.stragglers.work import stage_work
-from tracekit.trace.run import Run
-from tracekit.whatif.attribution import what_if
-from tracekit.whatif.inputs import load_case
-from tracekit.whatif.summary import attribution_table
 
 
 @dataclass(frozen=True)
@@ -63,8 +56,6 @@ class DashboardConfig:
     """Draw every step instead of one (the ideal steps back to back)."""
     timeline: TimelineLimits = field(default_factory=TimelineLimits)
     """When the timeline turns from a Gantt chart into a heatmap."""
-    straggler_threshold: float = StragglerConfig.threshold
-    """Flag a rank whose straggler score is below this."""
     schedules: tuple[str, ...] = tuple(GENERATORS)
     """Schedules the comparison simulates."""
     microbatch_factors: tuple[float, ...] = (0.5, 1, 2, 4, 8)
@@ -73,19 +64,19 @@ class DashboardConfig:
     def __post_init__(self) -> None:
         if self.step is not None and self.all_steps:
             raise TracekitError("choose one step or all steps, not both")
-        if not 0 < self.straggler_threshold <= 1:
-            raise TracekitError(f"straggler threshold must be in (0, 1], got {self.straggler_threshold}")
         unknown = sorted(set(self.schedules) - set(GENERATORS))
         if unknown:
             raise TracekitError(f"unknown schedules {unknown}; known: {', '.join(GENERATORS)}")
 
 
 @dataclass(frozen=True)
-class Ideal:
-    """The ideal replay of the steps shown: its timeline frame and per-rank utilization, or why not."""
+class IdealReplay:
+    """The ideal replay of every step: per-step timeline frames and per-rank utilization, or why not."""
 
-    timeline: pl.DataFrame | None
+    timelines: dict[int, pl.DataFrame] | None
+    """Step -> timeline frame (``dashboards.timeline`` input, from 0 ms); None when unavailable."""
     utilization: pl.DataFrame | None
+    """Per rank over all steps (``UTILIZATION_SCHEMA``); None when unavailable."""
     problem: str | None
 
 
@@ -102,19 +93,23 @@ PIPELINE_SECTIONS = ("timeline", "utilization", "stragglers", "comparison")
 """The sections that need the run's schedule labels."""
 
 IDEAL_NOTE = (
-    "ideal: this run's own per-rank order replayed by the simulator with the run's median duration per "
-    "action kind and stage and no communication cost; each timeline starts at its own 0 ms"
+    "ideal: this run's own per-rank order replayed by the simulator with every action at its ideal duration "
+    "(the median of the other ranks doing the same work, never the action's own rank) and no communication "
+    "cost; each timeline starts at its own 0 ms"
 )
 
 
 UTILIZATION_NOTE = (
-    "realized: (step window - busy) / step window, the window from the step's first start to its last end on "
-    "any rank; ideal: idle / makespan of the replay; an F&B pair counts once"
+    "over all {steps} steps, as tracekit report: realized: (step window - busy) / step window summed over "
+    "steps, the window from the step's first start to its last end on any rank; ideal: idle / makespan of the "
+    "ideal replay of every step; an F&B pair counts once"
 )
 
 COMPARISON_NOTE = (
-    "bubble fraction = mean over ranks of idle / makespan; a schedule with v stages per rank runs each "
-    "stage at the share's cost / v"
+    "each schedule at typical costs (this run's ideal durations, one cost per rank share) is the second "
+    "reference: it differs from the ideal marked here by the run's own order and per-stage imbalance; bubble "
+    "fraction = mean over ranks of idle / makespan; a schedule with v stages per rank runs each stage at the "
+    "share's cost / v"
 )
 
 
@@ -156,12 +151,12 @@ def pipeline_layout(actions: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def ideal_replay(actions: pl.DataFrame, steps: list[int], costs: Costs, layout: pl.DataFrame) -> Ideal:
-    """Replay each shown step of replica 0 with ``costs``; every rank gets its position's figures."""
+def ideal_replay(actions: pl.DataFrame, steps: list[int], costs: Costs, layout: pl.DataFrame) -> IdealReplay:
+    """Replay each of ``steps`` of replica 0 with ``costs``; every rank gets its position's figures."""
     first_replica = layout.filter(pl.col("replica") == 0).select("rank", "position")
-    timelines: list[pl.DataFrame] = []
+    positions = layout.select("rank", pl.col("position").alias("at"))
+    timelines: dict[int, pl.DataFrame] = {}
     ranks: list[pl.DataFrame] = []
-    offset = 0.0
     try:
         for step in steps:
             rows = (
@@ -171,20 +166,10 @@ def ideal_replay(actions: pl.DataFrame, steps: list[int], costs: Costs, layout: 
                 .drop("position")
             )
             timeline = simulate(schedule_from_realized(rows, step), costs)
-            summary = summarize(timeline)
-            timelines.append(from_simulated(timeline.to_frame(), offset))
-            ranks.append(summary.ranks)
-            offset += summary.makespan
+            timelines[step] = timeline.to_frame().rename({"rank": "at"}).join(positions, on="at").drop("at")
+            ranks.append(summarize(timeline).ranks)
     except TracekitError as error:
-        return Ideal(None, None, f"ideal timeline unavailable: {error}")
-    positions = layout.select("rank", pl.col("position").alias("at"))
-    timeline_frame = (
-        pl.concat(timelines)
-        .rename({"rank": "at"})
-        .join(positions, on="at")
-        .drop("at")
-        .select("timeline", "rank", "stage", "kind", "microbatch", "start_ms", "end_ms", "overlapped")
-    )
+        return IdealReplay(None, None, f"ideal timeline unavailable: {error}")
     per_position = (
         pl.concat(ranks)
         .group_by("rank")
@@ -194,7 +179,21 @@ def ideal_replay(actions: pl.DataFrame, steps: list[int], costs: Costs, layout: 
         .join(positions, on="at")
         .drop("at")
     )
-    return Ideal(timeline_frame, from_simulated_ranks(per_position).sort("rank"), None)
+    return IdealReplay(timelines, from_simulated_ranks(per_position).sort("rank"), None)
+
+
+def ideal_timeline(ideal: IdealReplay, steps: list[int]) -> pl.DataFrame | None:
+    """The ideal timeline of ``steps``, laid back to back from 0 ms."""
+    if ideal.timelines is None:
+        return None
+    parts, offset = [], 0.0
+    for step in steps:
+        frame = ideal.timelines[step]
+        parts.append(from_simulated(frame, offset))
+        offset += float(frame["end"].max())  # type: ignore[arg-type]
+    return pl.concat(parts).select(
+        "timeline", "rank", "stage", "kind", "microbatch", "start_ms", "end_ms", "overlapped"
+    )
 
 
 def _steps_shown(actions: pl.DataFrame, config: DashboardConfig) -> list[int]:
@@ -231,8 +230,9 @@ def _share_costs(costs: Costs, stages_per_rank: float) -> tuple[ShareCosts, str]
     if math.isnan(f):
         raise TracekitError("the run measured no forward to cost the comparison")
     share = ShareCosts(f=f, b=i, w=w, fb=None if math.isnan(fb) else fb)
-    text = f"costs per rank share from this run's medians: F {f:.3g} ms, I {i:.3g} ms, W {w:.3g} ms" + (
-        f", F&B {fb:.3g} ms" if not math.isnan(fb) else ""
+    text = (
+        f"typical costs per rank share from this run's ideal durations: F {f:.3g} ms, I {i:.3g} ms, W {w:.3g} ms"
+        + (f", F&B {fb:.3g} ms" if not math.isnan(fb) else "")
     )
     return share, text + assumption + "; no communication cost"
 
@@ -278,26 +278,39 @@ def _comparison_section(
     return Section("comparison", title, views=(View.of("comparison", chart),), notes=notes)
 
 
-def sections_from_actions(
-    actions: pl.DataFrame, manifest: Manifest | None, config: DashboardConfig
-) -> tuple[Section, ...]:
-    """Timeline, utilization and comparison sections from realized actions (``REALIZED_SCHEMA``)."""
-    steps = _steps_shown(actions, config)
-    shown = actions.filter(pl.col("step").is_in(steps))
+def _ideal_costs(analysis: RunAnalysis) -> tuple[pl.DataFrame | None, Costs | None, str | None]:
+    """The pipeline layout and the ideal as per-stage costs, or why not."""
+    actions = analysis.actions
     try:
         layout = pipeline_layout(actions)
-        costs = realized_costs(actions, num_stages=int(actions["stage"].max()) + 1)  # type: ignore[arg-type]
+        costs = stage_costs(analysis.ideal, analysis.ideal_ops, int(actions["stage"].max()) + 1)  # type: ignore[arg-type]
     except TracekitError as error:
-        layout, costs, ideal = None, None, Ideal(None, None, f"ideal timeline unavailable: {error}")
+        return None, None, f"ideal timeline unavailable: {error}"
+    return layout, costs, None
+
+
+def pipeline_sections(analysis: RunAnalysis, config: DashboardConfig) -> tuple[Section, ...]:
+    """Timeline, utilization and comparison sections of a labelled run's analysis."""
+    actions = analysis.actions
+    every_step = sorted(actions["step"].unique().to_list())
+    steps = _steps_shown(actions, config)
+    shown = actions.filter(pl.col("step").is_in(steps))
+    layout, costs, problem = _ideal_costs(analysis)
+    if layout is None or costs is None:
+        ideal = IdealReplay(None, None, problem)
     else:
-        ideal = ideal_replay(actions, steps, costs, layout)
+        ideal = ideal_replay(actions, every_step, costs, layout)
     why_not = () if ideal.problem is None else (ideal.problem,)
 
     which = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]} ({len(steps)} steps)"
     realized = from_realized(shown, int(shown["start_ns"].min()))  # type: ignore[arg-type]
-    frames = [realized] if ideal.timeline is None else [realized, ideal.timeline]
+    ideal_frame = ideal_timeline(ideal, steps)
+    frames = [realized] if ideal_frame is None else [realized, ideal_frame]
     many = realized["rank"].n_unique() > config.timeline.gantt_max_ranks
-    chart = timeline_chart(pl.concat(frames), f"Realized schedule and its ideal, {which}", config.timeline)
+    clock = f"{analysis.clock.value.upper()} clock"
+    chart = timeline_chart(
+        pl.concat(frames), f"Realized schedule ({clock}) and its ideal, {which}", config.timeline
+    )
     timeline = Section(
         "timeline",
         SECTION_TITLES["timeline"],
@@ -305,26 +318,33 @@ def sections_from_actions(
         notes=why_not or (IDEAL_NOTE,),
     )
 
-    realized_util = from_step_utilization(step_utilization(shown))
+    realized_util = from_rank_utilization(analysis.utilization.per_rank)
     util_frames = [realized_util] if ideal.utilization is None else [realized_util, ideal.utilization]
     utilization = Section(
         "utilization",
         SECTION_TITLES["utilization"],
         views=(View.of("utilization", utilization_chart(pl.concat(util_frames))),),
-        notes=(UTILIZATION_NOTE, *why_not),
+        notes=(UTILIZATION_NOTE.format(steps=len(every_step)), *why_not),
     )
 
     if layout is None or costs is None:
         comparison = Section(
-            "comparison", SECTION_TITLES["comparison"], notes=(f"comparison unavailable: {ideal.problem}",)
+            "comparison", SECTION_TITLES["comparison"], notes=(f"comparison unavailable: {problem}",)
         )
     else:
         marks = [("realized", mean_bubble(realized_util, "realized"))]
         if ideal.utilization is not None:
-            marks.append(("ideal replay", mean_bubble(ideal.utilization, "ideal")))
+            marks.append(("ideal", mean_bubble(ideal.utilization, "ideal")))
         pp = layout["position"].n_unique()
-        comparison = _comparison_section(actions, pp, costs, marks, manifest, config)
+        comparison = _comparison_section(actions, pp, costs, marks, analysis.manifest, config)
     return timeline, utilization, comparison
+
+
+def sections_from_actions(
+    actions: pl.DataFrame, manifest: Manifest | None, config: DashboardConfig
+) -> tuple[Section, ...]:
+    """Timeline, utilization and comparison sections of a realized-actions frame (``REALIZED_SCHEMA``) alone."""
+    return pipeline_sections(RunAnalysis.of_actions(actions, manifest), config)
 
 
 def overlap_section(overlap: pl.DataFrame | None, problem: str | None) -> Section:
@@ -351,34 +371,25 @@ def straggler_section(
     return Section("stragglers", SECTION_TITLES["stragglers"], views=tuple(views), notes=problems)
 
 
-def _run_stragglers(run: Run, config: DashboardConfig) -> tuple[Section, tuple[str, ...]]:
-    """Straggler scores and what-if from the run's replay case; the case's warnings."""
+def _stragglers_section(analysis: RunAnalysis) -> Section:
+    """Straggler scores and what-if of the run, or why there are none."""
+    threshold = analysis.config.stragglers.threshold
     try:
-        loaded = load_case(run.root, load=lambda _path: run)
+        scores, result = analysis.stragglers, analysis.whatif
     except TracekitError as error:
         problem = f"stragglers and what-if unavailable: {error}"
-        return straggler_section(None, None, None, config.straggler_threshold, (problem,)), ()
-    stragglers = score_stragglers(
-        loaded.case,
-        StragglerConfig(threshold=config.straggler_threshold),
-        stage_work(loaded.manifest, str(run.root)),
-        world_size=run.world_size,
+        return straggler_section(None, None, None, threshold, (problem,))
+    return straggler_section(
+        heatmap_scores(scores.scores), attribution_table(result), result.slowdown, threshold
     )
-    result = what_if(loaded.case)
-    section = straggler_section(
-        heatmap_scores(stragglers.scores),
-        attribution_table(result),
-        result.slowdown,
-        config.straggler_threshold,
-    )
-    return section, loaded.warnings
 
 
-def _facts(run: Run, actions: pl.DataFrame | None, config: DashboardConfig) -> tuple[tuple[str, str], ...]:
-    facts = [("run", str(run.root))]
+def _facts(analysis: RunAnalysis, config: DashboardConfig) -> tuple[tuple[str, str], ...]:
+    run, facts = analysis.run, analysis.facts
+    rows = [("run", str(run.root))]
     schedule = _manifest_schedule(run.manifest)
     if schedule is not None:
-        facts.append(
+        rows.append(
             (
                 "schedule",
                 (
@@ -387,107 +398,55 @@ def _facts(run: Run, actions: pl.DataFrame | None, config: DashboardConfig) -> t
                 ),
             )
         )
-    facts.append(
-        ("ranks", f"{len(run.ranks)} of {run.world_size}" + (" (partial run)" if run.partial else ""))
+    rows.append(
+        (
+            "ranks",
+            f"{len(facts.ranks_present)} of {facts.world_size}" + (" (partial run)" if facts.partial else ""),
+        )
     )
-    if actions is not None:
-        steps = sorted(actions["step"].unique().to_list())
-        facts.append(("steps", ", ".join(str(step) for step in steps)))
+    if analysis.has_schedule_labels:
+        steps = sorted(analysis.actions["step"].unique().to_list())
+        rows.append(("steps", ", ".join(str(step) for step in steps)))
         shown = (
             "all steps" if config.all_steps else f"step {steps[0] if config.step is None else config.step}"
         )
-        facts.append(("shown", shown))
-    return tuple(facts)
+        rows.append(("timeline shows", shown))
+        rows.append(
+            (
+                "clock",
+                f"{analysis.clock.value} ({'GPU kernels' if analysis.clock.value == 'gpu' else 'CPU labels'})",
+            )
+        )
+    return tuple(rows)
 
 
-def build_page(run: Run, config: DashboardConfig | None = None) -> Page:
-    """The dashboard of a loaded run; TracekitError when it has neither schedule labels nor GPU events."""
+def build_page(analysis: RunAnalysis, config: DashboardConfig | None = None) -> Page:
+    """The dashboard of a run's analysis; TracekitError when it has neither schedule labels nor GPU events."""
     config = config or DashboardConfig()
-    report = build_run_report(run)
-    warnings = list(report.warnings)
-    if report.pipeline is None:
+    analysis.check_analysable()
+    warnings = list(analysis.run_warnings)
+    if not analysis.has_schedule_labels:
         problem = "no schedule labels in this run (tracekit:…, PP:…, Forward i/Backward i)"
         sections = [Section(key, SECTION_TITLES[key], notes=(problem,)) for key in PIPELINE_SECTIONS]
-        actions = None
     else:
-        actions = report.pipeline.actions
-        stragglers, case_warnings = _run_stragglers(run, config)
-        sections = [*sections_from_actions(actions, run.manifest, config), stragglers]
-        warnings += case_warnings
-    if report.gpu is None:
+        sections = [*pipeline_sections(analysis, config), _stragglers_section(analysis)]
+        try:
+            warnings += case_warnings(analysis)
+        except TracekitError:
+            warnings += analysis.realized.warnings
+    if analysis.gpu is None:
         sections.append(
             overlap_section(
                 None, "no GPU events in this run: communication / compute overlap needs GPU kernels"
             )
         )
     else:
-        sections.append(overlap_section(from_gpu_overlap(report.gpu.overlap), None))
+        warnings += analysis.gpu.warnings
+        sections.append(overlap_section(from_gpu_overlap(analysis.gpu.overlap), None))
     order = list(SECTION_TITLES)
     return Page(
-        title=f"tracekit: {run.root.name}",
-        facts=_facts(run, actions, config),
+        title=f"tracekit: {analysis.run.root.name}",
+        facts=_facts(analysis, config),
         warnings=tuple(dict.fromkeys(warnings)),
         sections=tuple(sorted(sections, key=lambda section: order.index(section.key))),
-    )
-
-
-@dataclass(frozen=True)
-class Written:
-    """What ``write_dashboard`` wrote."""
-
-    html: Path
-    size_bytes: int
-    charts: tuple[str, ...]
-    """Keys of the charts on the page."""
-    omitted: dict[str, str]
-    """Section key -> why it has no chart."""
-    images: tuple[Path, ...]
-    warnings: tuple[str, ...]
-
-    def payload(self) -> dict[str, Any]:
-        """The JSON payload of ``tracekit dashboard``."""
-        return {
-            "out": str(self.html),
-            "bytes": self.size_bytes,
-            "charts": list(self.charts),
-            "omitted": self.omitted,
-            "images": [str(path) for path in self.images],
-        }
-
-    def summary(self) -> pl.DataFrame:
-        """One row for people: where the page is, how big, what it holds."""
-        return pl.DataFrame(
-            {
-                "out": [str(self.html)],
-                "MB": [self.size_bytes / 1e6],
-                "charts": [", ".join(self.charts)],
-                "omitted": [", ".join(self.omitted) or "-"],
-                "images": [len(self.images)],
-            }
-        )
-
-
-def write_dashboard(
-    run: Run,
-    out: Path,
-    config: DashboardConfig | None = None,
-    png_dir: Path | None = None,
-    svg_dir: Path | None = None,
-) -> Written:
-    """Build the page of ``run``, write it to ``out``, and each chart as PNG / SVG when asked."""
-    page = build_page(run, config)
-    text = render_html(page)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    images: list[Path] = []
-    for directory, fmt in ((png_dir, "png"), (svg_dir, "svg")):
-        if directory is not None:
-            images += write_images(page, directory, (fmt,))
-    return Written(
-        html=out,
-        size_bytes=out.stat().st_size,
-        charts=tuple(view.key for view in page.views),
-        omitted={section.key: " ".join(section.notes) for section in page.sections if not section.views},
-        images=tuple(images),
-        warnings=page.warnings,
     )

@@ -20,7 +20,7 @@ stragglers`` (one per flagged rank, its named kind), not a threshold of the colo
 ``max_rows`` (128) ranks, ranks are grouped into bands and a cell shows its band's worst rank, so
 one straggler among thousands stays visible; a band is outlined when it holds a straggler.
 
-Attribution input, ``ATTRIBUTION_INPUT`` (``tracekit.whatif.summary.attribution_table``):
+Attribution input, ``ATTRIBUTION_INPUT`` (``tracekit.present.whatif.attribution_table``):
 dimension (String: optype, dp_rank, stage, rank), group (String), slowdown (Float64: S with only
 that group's real durations, the rest typical). Each dimension gets its own bars, worst first, at
 most ``top`` groups, with the run's overall slowdown S as a rule; a dimension with one group (one

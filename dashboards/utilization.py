@@ -63,6 +63,17 @@ def from_step_utilization(per_step: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def from_rank_utilization(per_rank: pl.DataFrame) -> pl.DataFrame:
+    """Realized rows from ``rank_utilization`` rows: the report's per-rank figures, bubble fraction as is."""
+    return per_rank.select(
+        pl.lit("realized").alias("timeline"),
+        "rank",
+        (pl.col("busy_ns") / _NS_PER_MS).alias("busy_ms"),
+        (pl.col("window_ns") / _NS_PER_MS).alias("window_ms"),
+        "bubble_fraction",
+    ).sort("rank")
+
+
 def from_simulated_ranks(ranks: pl.DataFrame) -> pl.DataFrame:
     """Ideal rows from ``tracekit.schedule.metrics.RANK_SCHEMA`` rows (times in ms)."""
     return ranks.select(

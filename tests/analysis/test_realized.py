@@ -26,8 +26,10 @@ def _order(actions: pl.DataFrame, rank: int) -> list[str]:
 
 
 def test_tracekit_labels_with_steps(tmp_path: Path, make_trace) -> None:
-    steps = [(f"tracekit:step#{n}", ["tracekit:0F0", "tracekit:0F1", "tracekit:0B0", "tracekit:0B1"])
-             for n in (1, 2)]
+    steps = [
+        (f"tracekit:step#{n}", ["tracekit:0F0", "tracekit:0F1", "tracekit:0B0", "tracekit:0B1"])
+        for n in (1, 2)
+    ]
     run = _run(tmp_path, make_trace, [steps])
 
     actions = realized_schedule(run).actions

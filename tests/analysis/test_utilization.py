@@ -14,8 +14,17 @@ def _actions(rows: list[tuple[int, int, str, int, int]]) -> pl.DataFrame:
     """Rows of (rank, step, kind, start_ns, end_ns)."""
     return pl.DataFrame(
         [
-            {"rank": r, "step": s, "stage": r, "kind": k, "microbatch": i, "start_ns": a, "end_ns": b,
-             "overlapped": False, "source": "test"}
+            {
+                "rank": r,
+                "step": s,
+                "stage": r,
+                "kind": k,
+                "microbatch": i,
+                "start_ns": a,
+                "end_ns": b,
+                "overlapped": False,
+                "source": "test",
+            }
             for i, (r, s, k, a, b) in enumerate(rows)
         ],
         schema=REALIZED_SCHEMA,

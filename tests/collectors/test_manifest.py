@@ -101,7 +101,6 @@ def test_a_merged_manifest_reads_back_equal(tmp_path: Path) -> None:
 
 def test_the_collectors_schedule_names_are_the_simulators_where_it_generates_them() -> None:
     from collectors.patch_torch import SCHEDULE_NAMES
-
     from tracekit.schedule.registry import GENERATORS
 
     not_simulated = set(SCHEDULE_NAMES.values()) - set(GENERATORS)

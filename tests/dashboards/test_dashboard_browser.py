@@ -24,6 +24,7 @@ from dashboards.build import (
     straggler_section,
 )
 from dashboards.page import Page, render_html
+from tracekit.run_analysis import RunAnalysis
 from tracekit.trace.run import load_run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -144,7 +145,7 @@ def console_messages(driver) -> list[dict]:  # type: ignore[no-untyped-def]
 def test_sample_run_renders_every_view_and_hostile_names_stay_text(
     browser, tmp_path: Path, hostile: str
 ) -> None:
-    page = build_page(load_run(REPO_ROOT / "sample_traces" / "dualpipev-straggler"))
+    page = build_page(RunAnalysis.of_run(load_run(REPO_ROOT / "sample_traces" / "dualpipev-straggler")))
     overlap = pl.DataFrame(
         {"rank": [0, 1], "comm_class": [hostile, "p2p"], "comm_ms": [2.0, 3.0], "overlapped_ms": [1.0, 0.5]},
         schema={

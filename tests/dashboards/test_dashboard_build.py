@@ -14,6 +14,7 @@ from dashboards.build import (
     DashboardConfig,
     build_page,
     ideal_replay,
+    ideal_timeline,
     overlap_section,
     pipeline_layout,
     sections_from_actions,
@@ -23,6 +24,7 @@ from dashboards.encoding import MAX_ROWS
 from dashboards.page import Page, render_html
 from dashboards.timeline import from_realized
 from tracekit.errors import TracekitError
+from tracekit.run_analysis import RunAnalysis
 from tracekit.schedule.realized import realized_costs
 from tracekit.trace.run import load_run
 
@@ -67,10 +69,11 @@ def test_ideal_replay_of_a_run_at_its_own_costs_is_the_run(simulated_run, schedu
 
     ideal = ideal_replay(actions, [0], costs, pipeline_layout(actions))
 
-    assert ideal.problem is None and ideal.timeline is not None and ideal.utilization is not None
+    timeline = ideal_timeline(ideal, [0])
+    assert ideal.problem is None and timeline is not None and ideal.utilization is not None
     key = ["rank", "stage", "kind", "microbatch"]
     realized = from_realized(actions, int(actions["start_ns"].min())).sort(key)  # type: ignore[arg-type]
-    replayed = ideal.timeline.sort(key)
+    replayed = timeline.sort(key)
     assert replayed.select(key).equals(realized.select(key))
     assert np.allclose(replayed["start_ms"], realized["start_ms"], atol=1e-5)
     assert np.allclose(replayed["end_ms"], realized["end_ms"], atol=1e-5)
@@ -132,7 +135,7 @@ def test_a_step_that_is_not_a_whole_schedule_keeps_its_realized_timeline_and_say
 def test_sample_run_with_a_straggler(tmp_path: Path) -> None:
     run = load_run(SAMPLE_TRACES / "dualpipev-straggler")
 
-    page = build_page(run)
+    page = build_page(RunAnalysis.of_run(run))
 
     assert [section.key for section in page.sections] == [
         "timeline",
@@ -220,7 +223,7 @@ def test_a_2048_rank_run_builds_quickly_into_a_page_under_20_mb(simulated_run) -
 def test_a_gpu_run_without_schedule_labels_shows_its_overlap_and_says_what_is_missing(shared: Path) -> None:
     run = load_run(shared / "traces" / "param-dlrm-8rank")
 
-    page = build_page(run)
+    page = build_page(RunAnalysis.of_run(run))
 
     assert [view.key for view in page.views] == ["overlap"]
     missing = {section.key: section.notes for section in page.sections if not section.views}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.analysis.realized import REALIZED_SCHEMA
-from tracekit.gpu.report import build_run_report
+from tracekit.analysis.realized import REALIZED_SCHEMA, Clock
+from tracekit.run_analysis import RunAnalysis
 from tracekit.trace.run import load_run
 
 
@@ -23,10 +23,10 @@ def _attn_as_actions(document: dict) -> None:
 def test_actions_take_gpu_times(edited_deepseek) -> None:
     run = load_run(edited_deepseek(_attn_as_actions).parent, workers=1)
 
-    report = build_run_report(run)
+    analysis = RunAnalysis.of_run(run)
 
-    assert report.pipeline is not None and report.gpu is not None
-    actions = report.pipeline.actions
+    assert analysis.gpu is not None and analysis.clock is Clock.GPU
+    actions = analysis.actions
     assert dict(actions.schema) == REALIZED_SCHEMA and actions.height == 8
     labels = run.events.filter(pl.col("name").str.starts_with("tracekit:0")).sort("start_ns")
     gpu = actions.sort("start_ns")
@@ -41,4 +41,4 @@ def test_actions_take_gpu_times(edited_deepseek) -> None:
         205_000,
         5_038_000,  # kernels at 0.908-5.741 ms after the first label, which opened at 0.703 ms
     )
-    assert report.pipeline.per_rank["busy_ns"].item() == (gpu["end_ns"] - gpu["start_ns"]).sum()
+    assert analysis.utilization.per_rank["busy_ns"].item() == (gpu["end_ns"] - gpu["start_ns"]).sum()

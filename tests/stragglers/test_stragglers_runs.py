@@ -14,10 +14,10 @@ import polars as pl
 import pytest
 from stragglers.straggler_runs import SLOW_MS, Job, record_all
 
+from tracekit.run_analysis import analyse
 from tracekit.stragglers.links import slow_links
 from tracekit.stragglers.scoring import Stragglers, score_stragglers
 from tracekit.stragglers.work import stage_work
-from tracekit.whatif.inputs import load_case
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
@@ -67,7 +67,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _score(path: Path) -> Stragglers:
-    loaded = load_case(path)
+    loaded = analyse(path)
     return score_stragglers(
         loaded.case, stage_work=stage_work(loaded.manifest, str(path)), world_size=loaded.manifest.world_size
     )
@@ -99,8 +99,8 @@ def test_the_price_grows_with_the_stragglers_delay(runs) -> None:
 @pytest.mark.parametrize(("schedule", "ranks", "rank"), AB_CASES)
 def test_the_predicted_saving_matches_the_measured_difference(runs, schedule: str, ranks: int, rank: int) -> None:
     slow, clean = runs[_name(schedule, ranks, rank)], runs[f"{schedule}-p{ranks}-clean"]
-    measured = statistics.median(load_case(slow).case.measured_ms()) - statistics.median(
-        load_case(clean).case.measured_ms()
+    measured = statistics.median(analyse(slow).case.measured_ms()) - statistics.median(
+        analyse(clean).case.measured_ms()
     )
 
     predicted = _score(slow).ranks.filter(pl.col("rank") == rank)["saving_ms"].item()
@@ -113,7 +113,7 @@ def test_the_predicted_saving_matches_the_measured_difference(runs, schedule: st
 @pytest.mark.slow
 def test_a_slow_link_is_a_communication_straggler_not_a_compute_one(runs) -> None:
     path = runs["1f1b-p4-link12"]
-    loaded = load_case(path)
+    loaded = analyse(path)
 
     links = slow_links(loaded.actions, float(loaded.case.measured_ms().mean()))
 
@@ -132,7 +132,7 @@ def test_sample_straggler_run_names_its_slow_rank_first() -> None:
 @pytest.mark.parametrize("name", CLEAN_SAMPLES)
 def test_sample_runs_without_straggler_name_none(name: str) -> None:
     path = SAMPLES / name
-    loaded = load_case(path)
+    loaded = analyse(path)
 
     result = _score(path)
 

@@ -8,11 +8,11 @@ import polars as pl
 import pytest
 from whatif.simulated_runs import simulated_actions
 
+from tracekit.present.stragglers import describe, heading, notes, stragglers_payload
+from tracekit.run_analysis import AnalysisConfig, RunAnalysis, analyse
 from tracekit.schedule.registry import generate
-from tracekit.stragglers.report import describe, heading, stragglers_payload
 from tracekit.stragglers.scoring import StragglerConfig, score_stragglers
 from tracekit.stragglers.work import stage_work_frame
-from tracekit.whatif.inputs import load_case
 from tracekit.whatif.pipeline import pipeline_case
 
 SCHEDULES = [("1f1b", 4), ("zbv", 4), ("dualpipev", 4), ("1f1b", 2)]
@@ -44,7 +44,9 @@ def test_a_slow_rank_is_named_first_and_alone_on_every_rank(name: str, pp: int) 
         assert row["pattern"] == "persistent"
         # F and I slowed by 1.6, W not: the kind with most excess scores 1 / 1.6, or above in a pair with W.
         assert 1 / 1.6 - 1e-9 <= row["kind_score"] < 0.75
-        assert row["saving_ms"] > 0 and row["step_ms_without"] == pytest.approx(row["step_ms"] - row["saving_ms"])
+        assert row["saving_ms"] > 0 and row["step_ms_without"] == pytest.approx(
+            row["step_ms"] - row["saving_ms"]
+        )
         assert result.unjudged.is_empty()
 
 
@@ -71,13 +73,18 @@ def test_ranks_without_peers_or_recorded_work_are_listed_with_the_reason() -> No
 def test_a_missing_rank_is_listed_as_unjudged() -> None:
     result = score_stragglers(_case("1f1b", 4), stage_work=equal_work("1f1b", 4), world_size=5)
 
-    assert result.unjudged.to_dicts() == [{"rank": 4, "reason": "no trace: the rank is missing from the capture"}]
+    assert result.unjudged.to_dicts() == [
+        {"rank": 4, "reason": "no trace: the rank is missing from the capture"}
+    ]
 
 
 def test_expected_cost_scales_with_each_stages_parameters() -> None:
     # Stage 3 holds twice the parameters and costs twice as much: it is not a straggler.
     work = stage_work_frame(
-        [{"stage": s, "params": 2000 if s == 3 else 1000, "embedding_params": 0, "layers": 2} for s in range(4)]
+        [
+            {"stage": s, "params": 2000 if s == 3 else 1000, "embedding_params": 0, "layers": 2}
+            for s in range(4)
+        ]
     )
     heavy = _case("1f1b", 4, slow_rank=3, factor=2.0)
 
@@ -116,7 +123,10 @@ def test_one_straggler_per_rank_however_many_kinds_are_slow() -> None:
     slow_kinds = result.scores.filter((pl.col("rank") == 2) & (pl.col("score") < 0.75))
     assert slow_kinds.height >= 2
     assert result.flagged.height == 1
-    assert heading("run", result) == "run: 1 straggling rank (score below 0.75 and costing at least 5% of the step)"
+    assert (
+        heading("run", result)
+        == "run: 1 straggling rank (score below 0.75 and costing at least 5% of the step)"
+    )
 
 
 def test_sentence_says_how_much_slower_and_what_the_step_would_take() -> None:
@@ -132,9 +142,9 @@ def test_sentence_says_how_much_slower_and_what_the_step_would_take() -> None:
 
 
 def test_payload_holds_the_documented_keys_most_costly_first() -> None:
-    result = score_stragglers(_case("1f1b", 4, slow_rank=2, factor=2.0), stage_work=equal_work("1f1b", 4))
+    analysis = RunAnalysis.of_actions(simulated_actions("1f1b", pp=4, steps=3, slow_rank=2, factor=2.0))
 
-    payload = stragglers_payload(result, clock=None)
+    payload = stragglers_payload(analysis)
 
     assert [s["rank"] for s in payload["stragglers"]] == [2]
     assert set(payload["stragglers"][0]) >= {
@@ -147,13 +157,31 @@ def test_payload_holds_the_documented_keys_most_costly_first() -> None:
 
 
 def test_a_long_last_stage_is_no_straggler_when_its_replicas_are_its_peers(shared: Path) -> None:
-    loaded = load_case(shared / "traces" / "whatif-optable-ST" / "trace-ST.parquet")
-
-    result = score_stragglers(loaded.case)
+    result = analyse(shared / "traces" / "whatif-optable-ST" / "trace-ST.parquet").stragglers
 
     assert result.flagged.is_empty()
     assert set(result.scores["reference"].to_list()) == {"peers"}  # dp_size 2: each worker's replica
     assert set(result.scores["references"].to_list()) == {1}
+
+
+def test_notes_state_the_thresholds_the_scores_were_made_with() -> None:
+    config = StragglerConfig(threshold=0.6, min_saving_share=0.1, persistent_share=0.25)
+
+    written = notes(config)
+
+    assert any("below 0.6" in note and "at least 10% of the step" in note for note in written)
+    assert any("more than 25% of the steps" in note for note in written)
+    assert not any(" 5%" in note or "half" in note for note in written)
+
+
+def test_payload_notes_follow_the_analysis_config() -> None:
+    config = AnalysisConfig(stragglers=StragglerConfig(min_saving_share=0.2))
+    analysis = RunAnalysis.of_actions(simulated_actions("1f1b", slow_rank=2, factor=2.0), config=config)
+
+    payload = stragglers_payload(analysis)
+
+    assert payload["min_saving_share"] == 0.2
+    assert any("at least 20% of the step" in note for note in payload["notes"])
 
 
 @pytest.mark.parametrize("field", ["threshold", "min_saving_share", "persistent_share"])

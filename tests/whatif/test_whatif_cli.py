@@ -50,7 +50,8 @@ def test_whatif_on_a_run_compares_with_the_named_schedule() -> None:
     assert named["schedule"] == "dualpipev"
     parts = named["stragglers_ms"] + named["exposed_comm_and_rest_ms"] + named["order_ms"]
     assert parts == pytest.approx(named["gain_lost_ms"])
-    assert payload["clock"]["offsets"][0]["host"] == "vm"
+    assert payload["clock"] == "cpu"
+    assert payload["clock_alignment"]["offsets"][0]["host"] == "vm"
     assert payload["by_dp_rank"].keys() == {"0"} and set(payload["by_rank"]) == {"0", "1", "2", "3"}
 
 

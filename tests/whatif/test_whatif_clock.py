@@ -12,9 +12,9 @@ import pytest
 from whatif.simulated_runs import simulated_actions
 
 from tracekit.analysis.realized import realized_actions
+from tracekit.run_analysis import analyse
 from tracekit.trace.run import load_run
 from tracekit.whatif.clock import apply_offsets, estimate_offsets
-from tracekit.whatif.inputs import load_case
 
 SHIFTS_NS = {0: 0, 1: 40_000_000, 2: -25_000_000, 3: 7_000_000}
 """Known clock errors: rank r's timestamps read SHIFTS_NS[r] late."""
@@ -82,13 +82,14 @@ def test_captured_run_with_shifted_trace_files_on_separate_hosts_is_realigned(tm
         entry["host"] = f"host{entry['rank']}"
         _shift_trace_file(root / f"rank{entry['rank']}.json.gz", SHIFTS_NS[entry["rank"]])
     (root / "run.json").write_text(json.dumps(manifest))
-    original = load_case(SAMPLES / "1f1b")
+    original = analyse(SAMPLES / "1f1b")
 
-    shifted = load_case(root)
+    shifted = analyse(root)
 
-    assert shifted.clock is not None and shifted.clock.violations == 0
+    alignment = shifted.realized.alignment
+    assert alignment is not None and alignment.violations == 0
     for rank, shift in SHIFTS_NS.items():
-        assert abs(shifted.clock.rank_offset_ns[rank] + shift) < 2_000_000
+        assert abs(alignment.rank_offset_ns[rank] + shift) < 2_000_000
     assert shifted.case.measured_ms() == pytest.approx(original.case.measured_ms(), abs=2.0)
     assert shifted.case.ops["duration_ms"].to_list() == pytest.approx(
         original.case.ops["duration_ms"].to_list()

@@ -14,8 +14,10 @@ import pytest
 from whatif.simulated_runs import simulated_actions
 
 from collectors.manifest import Manifest, RunSchedule
+from tracekit.analysis.ideal import ideal_durations
 from tracekit.whatif.attribution import what_if
-from tracekit.whatif.named import compare_named
+from tracekit.whatif.case import ReplayCase
+from tracekit.whatif.named import NamedComparison, compare_named
 from tracekit.whatif.pipeline import pipeline_case
 
 
@@ -24,9 +26,15 @@ def _manifest(name: str) -> Manifest:
     return Manifest(world_size=0, complete=False, ranks=(), schedule=schedule)
 
 
-def _compare(name: str, run: str | None = None, **simulated):
+def _against(case: ReplayCase, manifest: Manifest | None) -> tuple[NamedComparison | None, tuple[str, ...]]:
+    """The comparison the way the analysis makes it: the what-if and the prediction on one ideal."""
+    ideal = ideal_durations(case.ops)
+    return compare_named(case, manifest, what_if(case, ideal=ideal.per_op(case.ops)), ideal)
+
+
+def _compare(name: str, run: str | None = None, **simulated) -> tuple[NamedComparison | None, tuple[str, ...]]:
     case, _ = pipeline_case(simulated_actions(run or name, **simulated), run or name)
-    return compare_named(case, _manifest(name), what_if(case))
+    return _against(case, _manifest(name))
 
 
 @pytest.mark.parametrize("name", ["1f1b", "zbv", "dualpipev"])
@@ -78,6 +86,6 @@ def test_a_schedule_needing_kinds_the_run_never_ran_is_refused_with_the_reason()
 def test_no_comparison_without_a_known_named_schedule(manifest: Manifest | None) -> None:
     case, _ = pipeline_case(simulated_actions("1f1b"), "1f1b")
 
-    named, warnings = compare_named(case, manifest, what_if(case))
+    named, warnings = _against(case, manifest)
 
     assert named is None and "no named-schedule comparison" in warnings[0]

@@ -16,12 +16,27 @@ Rows are ordered by rank, then start. When one action carries several labels (to
 around the collector's ``tracekit:`` span), the most trusted format wins. An overlapped pair whose
 halves are not labelled separately (torch's ScheduleDualPipeV) becomes two rows spanning the pair.
 
+This module is the one producer of a run's realized actions (``realize``), and it chooses their
+clock once per run:
+
+- ``gpu`` when the run has GPU events and some action launched kernels inside its label: every
+  action's start and end are then the first start and last end of the GPU work launched inside it
+  (``tracekit.gpu.schedule.project_actions``); an action that launched nothing keeps its CPU span,
+  and a warning counts them. On a GPU the CPU runs ahead of the kernels, so launch times are not
+  the work.
+- ``cpu`` otherwise: the label spans as recorded.
+
+Then each host's clock is put on the first host's (``tracekit.whatif.clock``): ranks on different
+hosts do not share a clock. Every figure downstream (utilization, stragglers, what-if, the ideal,
+the dashboard, planner calibration) reads this one frame.
+
 Not for: timing metrics (``tracekit.analysis.utilization``) or GPU kernels.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import polars as pl
 
@@ -29,6 +44,7 @@ from tracekit.errors import TracekitError
 from tracekit.schedule.action import pair_body_pattern
 from tracekit.trace.labels import Role, match_labels
 from tracekit.trace.run import Run
+from tracekit.whatif.clock import ClockAlignment, apply_offsets, estimate_offsets
 
 REALIZED_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -169,14 +185,112 @@ def realized_schedule(run: Run) -> RealizedSchedule:
         .unique([*_ACTION_KEY, "step"], keep="first")
         .select(list(REALIZED_SCHEMA))
         .cast(REALIZED_SCHEMA)  # type: ignore[arg-type]
-        .sort("rank", "start_ns", pl.col("kind").replace_strict(_KIND_ORDER, return_dtype=pl.Int8()))
     )
+    actions = _sorted(actions)
     unlabelled = sorted(set(run.ranks) - set(actions["rank"].unique().to_list()))
     if unlabelled:
         warnings.append(f"{run.root}: ranks {unlabelled} have no schedule labels: their actions are unknown")
     return RealizedSchedule(actions=actions, warnings=tuple(warnings))
 
 
+class Clock(str, Enum):
+    """Which clock a run's realized actions are timed on."""
+
+    GPU = "gpu"
+    """The GPU work launched inside each action's label."""
+    CPU = "cpu"
+    """The action labels' own CPU spans."""
+
+
+@dataclass(frozen=True)
+class RealizedActions:
+    """A run's realized actions on one clock: the frame every analysis of the run reads."""
+
+    actions: pl.DataFrame
+    """Frame in ``REALIZED_SCHEMA``, times on ``clock``, hosts aligned by ``alignment``."""
+    clock: Clock
+    alignment: ClockAlignment | None
+    """The per-host offsets applied (all 0 on one host); None for actions given without traces."""
+    warnings: tuple[str, ...]
+
+
+def rank_hosts(run: Run) -> dict[int, str] | None:
+    """Rank -> host from the manifest, else from the traces; None unless every rank's host is known."""
+    from_manifest = {
+        entry.rank: entry.host
+        for entry in (run.manifest.ranks if run.manifest is not None else ())
+        if entry.host is not None
+    }
+    if set(run.ranks) <= set(from_manifest):
+        return from_manifest
+    from_traces = {trace.rank: trace.host_name for trace in run.traces if trace.host_name}
+    return from_traces if set(run.ranks) <= set(from_traces) else None  # type: ignore[return-value]
+
+
+def on_gpu_clock(projection: pl.DataFrame, root: object) -> tuple[pl.DataFrame, Clock, tuple[str, ...]]:
+    """The actions of a projection (``tracekit.gpu.schedule.ACTION_PROJECTION_SCHEMA``) on their clock.
+
+    GPU when any action launched GPU work inside its label, else CPU (see the module docstring).
+    """
+    launched = projection.filter(pl.col("kernels") > 0)
+    if launched.is_empty():
+        return projection.select(list(REALIZED_SCHEMA)), Clock.CPU, ()
+    kept = projection.height - launched.height
+    frame = projection.with_columns(
+        pl.coalesce("gpu_start_ns", "start_ns").alias("start_ns"),
+        pl.coalesce("gpu_end_ns", "end_ns").alias("end_ns"),
+    ).select(list(REALIZED_SCHEMA))
+    message = (
+        f"{root}: {kept} of {projection.height} labelled actions launched no GPU work: they keep their "
+        "CPU (launch) times on the GPU clock"
+    )
+    warnings = (message,) if kept else ()
+    return frame, Clock.GPU, warnings
+
+
+def _sorted(actions: pl.DataFrame) -> pl.DataFrame:
+    # Every key column breaks ties, so the order is the same on every run.
+    return actions.sort(
+        "rank",
+        "start_ns",
+        pl.col("kind").replace_strict(_KIND_ORDER, return_dtype=pl.Int8()),
+        "stage",
+        "microbatch",
+        "end_ns",
+        "step",
+    )
+
+
+def realize(run: Run, labelled: RealizedSchedule, projection: pl.DataFrame | None) -> RealizedActions:
+    """The run's realized actions on one clock, from its labelled actions and, on GPU runs, their projection.
+
+    ``projection`` is ``tracekit.gpu.analysis.GpuAnalysis.action_projection`` of ``labelled.actions``
+    (None when the run has no GPU events).
+    """
+    warnings = list(labelled.warnings)
+    if projection is None:
+        actions, clock = labelled.actions, Clock.CPU
+    else:
+        actions, clock, gpu_warnings = on_gpu_clock(projection, run.root)
+        warnings += gpu_warnings
+    alignment = estimate_offsets(actions, rank_hosts(run))
+    if alignment.violations:
+        warnings.append(
+            f"{run.root}: {alignment.violations} of {alignment.dependencies} cross-rank dependencies still run "
+            f"backwards after clock alignment (worst {alignment.worst_violation_ns / 1e6:.3f} ms): one offset per "
+            "host cannot satisfy them"
+        )
+    if alignment.unresolved_hosts:
+        warnings.append(
+            f"{run.root}: hosts {list(alignment.unresolved_hosts)} exchange with the others only one way: their "
+            "clocks were left unaligned"
+        )
+    aligned = _sorted(apply_offsets(actions, alignment.rank_offset_ns))
+    return RealizedActions(actions=aligned, clock=clock, alignment=alignment, warnings=tuple(warnings))
+
+
 def realized_actions(run: Run) -> pl.DataFrame:
-    """The realized schedule frame alone (``REALIZED_SCHEMA``)."""
-    return realized_schedule(run).actions
+    """The realized-actions frame of a loaded run, as ``tracekit.analyse`` gives it (``REALIZED_SCHEMA``)."""
+    from tracekit.run_analysis import RunAnalysis  # the road builds on this module
+
+    return RunAnalysis.of_run(run).actions

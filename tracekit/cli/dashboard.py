@@ -9,6 +9,7 @@ import click
 from tracekit.cli.options import format_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.cli.progress import load_run_with_progress
+from tracekit.run_analysis import AnalysisConfig, analyse
 from tracekit.stragglers.scoring import StragglerConfig
 
 
@@ -57,10 +58,16 @@ def command(
 ) -> None:
     """Realized schedule beside its ideal, utilization, overlap, stragglers and schedule comparison."""
     # Imported here: altair and vl-convert cost half a second that no other command should pay.
-    from dashboards.build import DashboardConfig, write_dashboard
+    from dashboards.build import DashboardConfig
+    from dashboards.write import write_dashboard
 
-    config = DashboardConfig(step=step, all_steps=all_steps, straggler_threshold=threshold)
-    written = write_dashboard(load_run_with_progress(trace_dir), out, config, png_dir, svg_dir)
+    try:
+        analysis_config = AnalysisConfig(stragglers=StragglerConfig(threshold=threshold))
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--threshold") from None
+    config = DashboardConfig(step=step, all_steps=all_steps)
+    analysis = analyse(trace_dir, analysis_config, load=load_run_with_progress)
+    written = write_dashboard(analysis, out, config, png_dir, svg_dir)
     table = Table(
         title=f"{trace_dir}: dashboard written",
         frame=written.summary(),

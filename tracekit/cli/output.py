@@ -1,22 +1,23 @@
-"""The one place that decides how command results look: rich tables, JSON or CSV.
+"""The one place that prints command results: rich tables, JSON or CSV.
 
-Commands build a ``Result`` (a JSON payload plus the tables a person reads) from library
-functions and hand it to ``emit``; they never print or format by themselves.
+Commands take a ``Result`` (a JSON payload plus the tables a person reads) from
+``tracekit.present`` and hand it to ``emit``; they never print or format by themselves.
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import orjson
-import polars as pl
 from rich.console import Console
 from rich.table import Table as RichTable
+
+from tracekit.present.result import Result, Table, to_json
+
+__all__ = ["Format", "Result", "Table", "emit", "to_json"]
 
 _UNBOUNDED_WIDTH = 400
 """Console width when stdout is not a terminal: wide enough that no table is truncated."""
@@ -28,45 +29,6 @@ class Format(str, Enum):
     TABLE = "table"
     JSON = "json"
     CSV = "csv"
-
-
-@dataclass(frozen=True)
-class Table:
-    """A titled frame for people to read, with notes printed under it (definitions, caveats)."""
-
-    title: str
-    frame: pl.DataFrame
-    notes: tuple[str, ...] = ()
-    name: str = "table"
-    """File stem when written with ``--out`` (``{name}.parquet``)."""
-    shown: bool = True
-    """False for tables only written with ``--out`` (too long to print)."""
-
-
-@dataclass(frozen=True)
-class Result:
-    """What a command produced: the stable JSON payload, its tables, and warnings to surface."""
-
-    payload: dict[str, Any]
-    tables: tuple[Table, ...] = ()
-    warnings: tuple[str, ...] = ()
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, pl.DataFrame):
-        return value.to_dicts()
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, Enum):
-        return value.value
-    raise TypeError(f"cannot serialize {type(value).__name__}")
-
-
-def to_json(payload: dict[str, Any]) -> bytes:
-    """Serialize a payload; NaN becomes null so every consumer can read it."""
-    return orjson.dumps(
-        payload, default=_json_default, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
-    )
 
 
 def _cell(value: Any) -> str:

@@ -98,7 +98,9 @@ def command(
     if outcome.manifest is not None:
         manifest = outcome.manifest
         complete = sum(entry.complete for entry in manifest.ranks)
-        title = f"{out_dir}: {complete} of {manifest.world_size} ranks captured (exit status {outcome.exit_code})"
+        title = (
+            f"{out_dir}: {complete} of {manifest.world_size} ranks captured (exit status {outcome.exit_code})"
+        )
         table = Table(title=title, frame=_rank_table(manifest), name="ranks")
         emit(Result(payload=manifest.to_json(), tables=(table,), warnings=manifest.problems), fmt)
     ctx.exit(outcome.exit_code)

@@ -3,7 +3,7 @@
 ``analyse_gpu`` reads each rank's cached event table lazily, twice: a first pass collects the p2p
 kernels of every rank (a small table) to split their waiting from their transfer across ranks; the
 second builds each rank's timeline and reduces it to breakdown, per-stream, overlap and sub-chunk
-rows (and, when given the realized schedule, projects its actions onto the GPU) before the next
+rows (and, when given the realized actions, the GPU extent of each action's work) before the next
 rank is read. Peak memory is therefore one rank's GPU events plus the (small) result rows,
 whatever the number of ranks.
 
@@ -20,7 +20,7 @@ from tracekit.errors import TracekitError
 from tracekit.gpu.breakdown import gpu_breakdown, p2p_waits, stream_activity
 from tracekit.gpu.kernel_classes import GPU_CATEGORIES, KERNEL_PATTERNS, P2P, KernelPattern, classify
 from tracekit.gpu.overlap import comm_overlap
-from tracekit.gpu.schedule import GpuSchedule, gpu_realized_actions, subchunk_schedule
+from tracekit.gpu.schedule import project_actions, subchunk_schedule
 from tracekit.gpu.timeline import LAUNCH_CATEGORIES, STREAM_KEY_EXPRS, gpu_activities, gpu_timeline
 from tracekit.trace.run import Run
 
@@ -40,8 +40,9 @@ class GpuAnalysis:
     """``tracekit.gpu.overlap.OVERLAP_SCHEMA``."""
     subchunks: pl.DataFrame
     """``tracekit.gpu.schedule.SUBCHUNK_SCHEMA``."""
-    gpu_actions: GpuSchedule | None
-    """The realized actions given to ``analyse_gpu`` with GPU times (``gpu_realized_actions``); else None."""
+    action_projection: pl.DataFrame | None
+    """The realized actions given to ``analyse_gpu`` with the GPU extent of their work
+    (``tracekit.gpu.schedule.ACTION_PROJECTION_SCHEMA``); None when none were given."""
     unmatched_p2p: int
     """p2p kernels with no peer among the loaded ranks: their wait is unknown, counted as transfer."""
     warnings: tuple[str, ...]
@@ -65,7 +66,7 @@ def analyse_gpu(
 ) -> GpuAnalysis:
     """GPU breakdown, per-stream activity, overlap and sub-chunk schedule of ``run``; TracekitError without GPU work.
 
-    With realized ``actions`` (``REALIZED_SCHEMA``), also their GPU times, from the same timelines.
+    With realized ``actions`` (``REALIZED_SCHEMA``), also the GPU extent of their work, from the same timelines.
     """
     # First pass: only the p2p kernels of every rank (classified by distinct name, no launch join).
     p2p = []
@@ -86,14 +87,11 @@ def analyse_gpu(
     parts: dict[str, list[pl.DataFrame]] = {"breakdown": [], "streams": [], "overlap": [], "subchunks": []}
     warnings: list[str] = []
     projected: list[pl.DataFrame] = []
-    projection_warnings: list[str] = []
     for rank in run.ranks:
         events = _rank_events(run, rank)
         timeline = gpu_timeline(events, patterns)
         if actions is not None:
-            on_gpu = gpu_realized_actions(actions.filter(pl.col("rank") == rank), timeline.activities)
-            projected.append(on_gpu.frame)
-            projection_warnings.extend(f"{run.root}: rank {rank}: {warning}" for warning in on_gpu.warnings)
+            projected.append(project_actions(actions.filter(pl.col("rank") == rank), timeline.activities))
         warnings.extend(timeline.warnings)
         if timeline.activities.is_empty():
             warnings.append(f"{run.root}: rank {rank} has no GPU events: it is left out of the GPU figures")
@@ -115,15 +113,13 @@ def analyse_gpu(
             f"{run.root}: {unmatched} p2p (SendRecv) kernels have no peer kernel in the loaded ranks: their "
             "waiting cannot be told from transfer, so all their time counts as communication"
         )
-    gpu_actions = None
-    if actions is not None:
-        gpu_actions = GpuSchedule(pl.concat(projected).sort("rank", "start_ns"), tuple(projection_warnings))
+    projection = pl.concat(projected).sort("rank", "start_ns") if actions is not None else None
     return GpuAnalysis(
         breakdown=pl.concat(parts["breakdown"]),
         streams=pl.concat(parts["streams"]),
         overlap=pl.concat(parts["overlap"]),
         subchunks=pl.concat(parts["subchunks"]),
-        gpu_actions=gpu_actions,
+        action_projection=projection,
         unmatched_p2p=unmatched,
         warnings=tuple(warnings),
     )

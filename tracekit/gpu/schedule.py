@@ -3,8 +3,8 @@
 On a GPU trace a label's CPU span only says when work was *launched*; the GPU may run it much
 later, and overlapped work of two labels interleaves on the streams. ``subchunk_schedule`` gives each
 sub-chunk label (DeepSeek's ``attn``/``dispatch``/``mlp``/``combine`` with F, B, W) its GPU extent
-and busy time; ``gpu_realized_actions`` does the same for schedule actions, keeping
-``tracekit.analysis.realized.REALIZED_SCHEMA``.
+and busy time; ``project_actions`` gives each schedule action the GPU extent of its work, from
+which ``tracekit.analysis.realized`` puts a run's actions on the GPU clock.
 
 Not for: reading the labels themselves (``tracekit.trace.labels``, ``tracekit.analysis.realized``).
 """
@@ -78,24 +78,22 @@ def subchunk_schedule(events: pl.DataFrame, activities: pl.DataFrame) -> GpuSche
     return GpuSchedule(frame=frame, warnings=warnings)
 
 
-def gpu_realized_actions(actions: pl.DataFrame, activities: pl.DataFrame) -> GpuSchedule:
-    """Realized actions (``REALIZED_SCHEMA``) with GPU times: their work's first start to last end.
+ACTION_PROJECTION_SCHEMA: dict[str, pl.DataType] = {
+    **REALIZED_SCHEMA,
+    "gpu_start_ns": pl.Int64(),
+    "gpu_end_ns": pl.Int64(),
+    "kernels": pl.UInt32(),
+}
+"""Realized actions (CPU label spans) with the GPU extent of the work launched inside each: first
+start and last end, ns, and how many activities; GPU columns null and ``kernels`` 0 for an action
+that launched nothing."""
 
-    An action that launched no GPU work keeps its CPU span, and a warning counts them.
+
+def project_actions(actions: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame:
+    """Realized actions (``REALIZED_SCHEMA``) with the GPU extent of their work (``ACTION_PROJECTION_SCHEMA``).
+
+    Which clock the run's actions then use is ``tracekit.analysis.realized``'s choice, not this one's.
     """
-    projected = _project(actions, activities)
-    kept = projected.filter(pl.col("kernels") == 0)
-    frame = (
-        projected.with_columns(
-            pl.coalesce("gpu_start_ns", "start_ns").alias("start_ns"),
-            pl.coalesce("gpu_end_ns", "end_ns").alias("end_ns"),
-        )
-        .select(list(REALIZED_SCHEMA))
-        .sort("rank", "start_ns")
+    return (
+        _project(actions, activities).select(list(ACTION_PROJECTION_SCHEMA)).cast(ACTION_PROJECTION_SCHEMA)  # type: ignore[arg-type]
     )
-    warnings = (
-        (f"{kept.height} labelled actions launched no GPU work: they keep their CPU (launch) times",)
-        if kept.height
-        else ()
-    )
-    return GpuSchedule(frame=frame, warnings=warnings)

@@ -255,8 +255,7 @@ def _in_order(graph: TimingGraph, durations: np.ndarray) -> NodeTimes:
                     blocker = needs[edge]
                     break
                 done += latency[edge]
-                if done > now:
-                    now = done
+                now = max(now, done)
             if blocker >= 0:
                 break
             start[node] = now

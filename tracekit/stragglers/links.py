@@ -128,7 +128,7 @@ def exposed_latencies(actions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame
 
 def _replayed_ms(actions: pl.DataFrame, extra_ms: np.ndarray) -> float:
     """Mean replayed step time with each action's start moved ``extra_ms`` earlier (its latency folded in)."""
-    folded = actions.with_columns((pl.col("start_ns") - pl.Series(np.round(extra_ms * 1e6)).cast(pl.Int64())))
+    folded = actions.with_columns(pl.col("start_ns") - pl.Series(np.round(extra_ms * 1e6)).cast(pl.Int64()))
     case, _ = pipeline_case(folded.drop("row"), "links")
     return float(case.replay_step_times(case.ops["duration_ms"].to_numpy()).mean())
 

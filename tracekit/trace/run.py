@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+
 import orjson
 import polars as pl
 

@@ -4,9 +4,10 @@ Definitions (Lin et al., OSDI 2025; numbers as their artifact computes them):
 
 - *realized* step time: the dependency graph replayed with every op's own duration and no launch
   gaps (the artifact's ``step_t_nodelay``);
-- *ideal* step time: the same graph replayed with each op type's typical duration, taken over all
-  workers, stages and steps: the mean for compute ops, the median for communication ops
-  (``ideal_stat`` of the case);
+- *ideal* step time: the same graph replayed with each op's ideal duration
+  (``tracekit.analysis.ideal``: by default the median of the other ranks doing the same work, so a
+  straggler never sets its own ideal; ``osdi25``: the artifact's mean per op type for compute ops,
+  median for communication ops);
 - slowdown ``S = mean(realized) / mean(ideal)`` (Eq. 1);
 - attribution to a group G (an op type, a DP rank, a stage, a worker): replay the ideal with only
   G's real durations restored; ``S_G = mean(T_G) / mean(ideal)`` (Eq. 2). S_G > S is possible (the
@@ -14,7 +15,8 @@ Definitions (Lin et al., OSDI 2025; numbers as their artifact computes them):
 - ``M_S`` and ``M_W`` (§5): the share of ``realized - ideal`` removed when the last stage
   (M_S), or the ``ceil(3% of workers)`` workers with the highest worker score (M_W), get typical
   durations: ``rem = (T_real - T_rem) / (T_real - T_ideal)``. The worker score is the artifact's
-  ``min(S_dp_rank, S_stage)`` (Eq. 4); ``add`` is the converse (only that group real, from ideal);
+  ``min(S_dp_rank, S_stage)`` (Eq. 4), where a worker holding several stages (DualPipe, V shapes)
+  takes the highest S_stage of its stages; ``add`` is the converse (only that group real, from ideal);
 - ``by_rank`` replays each worker on its own (exact, one replay per worker).
 
 Not for: judging durations without replay (``tracekit.stragglers.scoring``).
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from tracekit.analysis.ideal import IdealConfig, ideal_durations
 from tracekit.whatif.case import ReplayCase
 
 
@@ -96,17 +99,6 @@ class WhatIf:
         return float(self.measured_ms.mean() / self.realized_ms.mean())
 
 
-def ideal_durations(case: ReplayCase) -> np.ndarray:
-    """Each row's op-type typical duration (mean or median over all its instances, per ``ideal_stat``)."""
-    typical = case.ops.with_columns(
-        pl.when(pl.col("ideal_stat") == "median")
-        .then(pl.col("duration_ms").median().over("optype"))
-        .otherwise(pl.col("duration_ms").mean().over("optype"))
-        .alias("ideal_ms")
-    )
-    return typical["ideal_ms"].to_numpy()
-
-
 def _mixed(real: np.ndarray, ideal: np.ndarray, real_rows: np.ndarray) -> np.ndarray:
     return np.where(real_rows, real, ideal)
 
@@ -153,19 +145,27 @@ def counterfactual(
 def worker_scores(
     case: ReplayCase, by_dp_rank: dict[int, float], by_stage: dict[int, float]
 ) -> dict[int, float]:
-    """The artifact's worker score (Eq. 4): min of its DP rank's and its stage's attribution."""
-    workers = case.ops.select("rank", "dp_rank", "stage").unique()
+    """The artifact's worker score (Eq. 4): min of its DP rank's and its stage's attribution.
+
+    A worker holding several stages takes the highest of their attributions: the worst stage it runs.
+    """
+    workers = case.ops.group_by("rank").agg(pl.col("dp_rank").first(), pl.col("stage").unique())
     return {
-        int(rank): min(by_dp_rank[dp], by_stage[stage])
-        for rank, dp, stage in workers.sort("rank").iter_rows()
+        int(rank): min(by_dp_rank[dp], max(by_stage[stage] for stage in stages))
+        for rank, dp, stages in workers.sort("rank").iter_rows()
     }
 
 
-def what_if(case: ReplayCase, config: WhatIfConfig | None = None) -> WhatIf:
-    """Realized vs ideal replay, attribution by op type, DP rank, stage and worker, M_S and M_W."""
+def what_if(case: ReplayCase, config: WhatIfConfig | None = None, ideal: np.ndarray | None = None) -> WhatIf:
+    """Realized vs ideal replay, attribution by op type, DP rank, stage and worker, M_S and M_W.
+
+    ``ideal`` holds each op's ideal duration (``tracekit.analysis.ideal.Ideal.per_op``); None: the
+    default ideal of the case's source (``IdealConfig``).
+    """
     config = config or WhatIfConfig()
     real = case.ops["duration_ms"].to_numpy()
-    ideal = ideal_durations(case)
+    if ideal is None:
+        ideal = ideal_durations(case.ops, IdealConfig().method_for(case.source)).per_op(case.ops)
     realized_steps = case.replay_step_times(real)
     ideal_steps = case.replay_step_times(ideal)
     by_optype, rows_t = _by(case, "attribution_type", real, ideal, ideal_steps)

@@ -1,38 +1,37 @@
 """The gap between a run and its named schedule's prediction, split into what caused it.
 
-The prediction is the schedule simulator's (``tracekit.schedule``) step time for the schedule the
-run says it ran (manifest ``schedule.name``, ``pp_size``, ``microbatches``), driven by the run's
-own median cost per action kind (over all ranks, stages and steps: one straggler does not move
-it), with no communication cost. The same medians drive one more replay of the realized
-dependency graph (``typical_ms``). The gap ``measured - predicted`` ("gain lost") then splits
-exactly into:
+Two references, each clearly named:
 
-- ``stragglers_ms``: realized replay - typical replay (compute durations off their median);
+- the *ideal* (``tracekit.analysis.ideal``): this run's own order replayed with every action at
+  its ideal duration (``typical_ms``, the what-if's ideal step time);
+- *this schedule at typical costs* (``predicted_ms``): the schedule simulator's
+  (``tracekit.schedule``) step time for the schedule the run says it ran (manifest
+  ``schedule.name``, ``pp_size``, ``microbatches``), with the same ideal durations per action kind
+  and stage and no communication cost.
+
+The gap ``measured - predicted`` ("gain lost") then splits exactly into:
+
+- ``stragglers_ms``: realized replay - ideal replay (compute durations off their ideal);
 - ``exposed_comm_and_rest_ms``: measured - realized replay (communication not hidden, launch gaps,
   unlabelled work: everything the compute-only replay does not contain);
-- ``order_ms``: typical replay - prediction (the order the run really ran vs the named order, at
-  the same costs; 0 when the run followed its schedule).
+- ``order_ms``: ideal replay - prediction (the order the run really ran vs the named order, at
+  the same costs; 0 when the run followed its schedule exactly: the gap between the two
+  references).
 
 Not for: runs without a manifest naming a schedule the simulator knows (the caller is told why).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
-import polars as pl
 
 from collectors.manifest import Manifest
-from tracekit.schedule.costs import Costs
+from tracekit.analysis.ideal import Ideal, stage_costs
 from tracekit.schedule.engine import simulate
 from tracekit.schedule.model import ScheduleError
 from tracekit.schedule.registry import GENERATORS, generate
 from tracekit.whatif.attribution import WhatIf
 from tracekit.whatif.case import ReplayCase
-from tracekit.whatif.pipeline import PAIR_KIND
 
 
 @dataclass(frozen=True)
@@ -44,6 +43,7 @@ class NamedComparison:
     measured_ms: float
     realized_ms: float
     typical_ms: float
+    """The ideal: this run's order replayed at ideal durations (the what-if's ideal step time)."""
 
     @property
     def gain_lost_ms(self) -> float:
@@ -65,42 +65,14 @@ class NamedComparison:
         """Part of the gap due to the realized order differing from the named one."""
         return self.typical_ms - self.predicted_ms
 
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON form."""
-        return {
-            "schedule": self.schedule,
-            "predicted_ms": self.predicted_ms,
-            "measured_ms": self.measured_ms,
-            "gain_lost_ms": self.gain_lost_ms,
-            "stragglers_ms": self.stragglers_ms,
-            "exposed_comm_and_rest_ms": self.exposed_comm_and_rest_ms,
-            "order_ms": self.order_ms,
-        }
-
-
-def median_costs(case: ReplayCase) -> dict[str, float]:
-    """Median duration (ms) per action kind over the whole run."""
-    medians = case.ops.group_by("optype").agg(pl.col("duration_ms").median())
-    return dict(medians.iter_rows())  # type: ignore[arg-type]
-
-
-def _simulator_costs(medians: dict[str, float], num_stages: int) -> Costs:
-    def per_stage(kind: str) -> tuple[float, ...]:
-        return (medians.get(kind, math.nan),) * num_stages
-
-    return Costs(
-        forward=per_stage("F"),
-        backward_input=per_stage("I"),
-        backward_weight=per_stage("W"),
-        full_backward=per_stage("B") if "B" in medians else None,
-        overlapped=per_stage(PAIR_KIND) if PAIR_KIND in medians else None,
-    )
-
 
 def compare_named(
-    case: ReplayCase, manifest: Manifest | None, result: WhatIf
+    case: ReplayCase, manifest: Manifest | None, result: WhatIf, ideal: Ideal
 ) -> tuple[NamedComparison | None, tuple[str, ...]]:
-    """The comparison, or None with the reason as a warning when it cannot be made."""
+    """The comparison, or None with the reason as a warning when it cannot be made.
+
+    ``result`` is the what-if of ``case`` replayed with ``ideal``.
+    """
     schedule = None if manifest is None else manifest.schedule
     if schedule is None or schedule.name not in GENERATORS:
         reason = (
@@ -109,20 +81,18 @@ def compare_named(
         )
         return None, (reason,)
     name, pp, microbatches = schedule.name, schedule.pp_size, schedule.microbatches
-    medians = median_costs(case)
     try:
         named = generate(name, pp, microbatches)
-        predicted = max(simulate(named, _simulator_costs(medians, named.num_stages)).end)
+        predicted = max(simulate(named, stage_costs(ideal, case.ops, named.num_stages)).end)
     except ScheduleError as error:
         return None, (f"no named-schedule comparison: {error}",)
-    typical = case.ops["optype"].replace_strict(medians, return_dtype=pl.Float64()).to_numpy()
     return (
         NamedComparison(
             schedule=name,
             predicted_ms=float(predicted),
             measured_ms=float(result.measured_ms.mean()),
             realized_ms=float(result.realized_ms.mean()),
-            typical_ms=float(np.mean(case.replay_step_times(typical))),
+            typical_ms=float(result.ideal_ms.mean()),
         ),
         (),
     )

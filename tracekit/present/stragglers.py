@@ -1,6 +1,9 @@
-"""Straggler results shaped for people and scripts: the JSON payload, the heading and the sentences.
+"""``tracekit stragglers``' output: the JSON payload, the heading, the tables and plain sentences.
 
-Not for: scoring (``scoring``) or printing (``tracekit.cli.output``).
+The notes under the table are built from the ``StragglerConfig`` the scores were made with, so they
+always state the thresholds actually used.
+
+Not for: scoring (``tracekit.stragglers``) or printing (``tracekit.cli.output``).
 """
 
 from __future__ import annotations
@@ -9,6 +12,9 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.present.common import clock_json
+from tracekit.present.result import Result, Table
+from tracekit.run_analysis import RunAnalysis
 from tracekit.stragglers.scoring import StragglerConfig, Stragglers
 
 _AGAINST = {"peers": "its peers", "expected": "its expected cost", "history": "its other steps"}
@@ -19,11 +25,15 @@ def notes(config: StragglerConfig) -> tuple[str, ...]:
     """The definitions printed under the tables, from the config's thresholds."""
     return (
         "score: reference / own median duration of compute (1 typical; below 1 slower)",
-        "reference: peers (same stage elsewhere, or same place on the path with the same work), else "
-        "expected (the other stages' cost per parameter times this stage's), else history (its own other steps)",
-        f"straggler: a rank scoring below {config.threshold} on F, F&B or its whole backward (B, I, W), in more than "
-        f"{config.persistent_share:.0%} of the steps, whose reference speed saves at least "
-        f"{config.min_saving_share:.0%} of the step",
+        (
+            "reference: peers (same stage elsewhere, or same place on the path with the same work), else "
+            "expected (the other stages' cost per parameter times this stage's), else history (its own other steps)"
+        ),
+        (
+            f"straggler: a rank scoring below {config.threshold} on F, F&B or its whole backward (B, I, W), in more "
+            f"than {config.persistent_share:.0%} of the steps, whose reference speed saves at least "
+            f"{config.min_saving_share:.0%} of the step"
+        ),
         "saving_ms: replayed step time saved with only that rank (or that rank's kind) at reference speed",
     )
 
@@ -63,10 +73,9 @@ def describe_link(row: dict[str, Any]) -> str:
     ).replace("(-", "(\u2212")
 
 
-def stragglers_payload(
-    result: Stragglers, clock: dict[str, Any] | None, links: pl.DataFrame | None = None
-) -> dict[str, Any]:
+def stragglers_payload(analysis: RunAnalysis) -> dict[str, Any]:
     """The JSON payload of ``tracekit stragglers``: stragglers most costly first, unjudged ranks, links, every score."""
+    result, links = analysis.stragglers, analysis.slow_links
     flagged = [
         {
             **{key: row[key] for key in STRAGGLER_KEYS},
@@ -78,23 +87,71 @@ def stragglers_payload(
     ]
     return {
         "threshold": result.config.threshold,
+        "min_saving_share": result.config.min_saving_share,
+        "persistent_share": result.config.persistent_share,
         "time_unit": "ms",
         "stragglers": flagged,
         "unjudged": result.unjudged.to_dicts(),
-        "links": [] if links is None else [
-            {**row, "summary": describe_link(row)} if row["flagged"] else row for row in links.to_dicts()
-        ],
+        "links": []
+        if links is None
+        else [{**row, "summary": describe_link(row)} if row["flagged"] else row for row in links.to_dicts()],
         "ranks": result.ranks.to_dicts(),
         "scores": result.scores.to_dicts(),
-        "clock": clock,
+        **clock_fields(analysis),
         "notes": list(notes(result.config)),
     }
 
 
-RANK_COLUMNS = ("rank", "reference", "score", "kind", "kind_score", "pattern", "saving_ms", "step_ms_without", "flagged")
+RANK_COLUMNS = (
+    "rank",
+    "reference",
+    "score",
+    "kind",
+    "kind_score",
+    "pattern",
+    "saving_ms",
+    "step_ms_without",
+    "flagged",
+)
 """The rank table's columns a person reads in the terminal."""
 
 
 def rank_table(result: Stragglers) -> pl.DataFrame:
     """Every judged rank, stragglers first, narrowed to ``RANK_COLUMNS``."""
     return result.ranks.select(RANK_COLUMNS)
+
+
+def case_warnings(analysis: RunAnalysis) -> tuple[str, ...]:
+    """What the replay-based commands (stragglers, what-if) must say, each once, in one order."""
+    warnings = list(analysis.run_warnings)
+    if not analysis.is_optable:
+        warnings += analysis.realized.warnings
+    warnings += analysis.replay.warnings
+    return tuple(dict.fromkeys(warnings))
+
+
+def clock_fields(analysis: RunAnalysis) -> dict[str, Any]:
+    """``clock`` (gpu or cpu; null for an op-table) and ``clock_alignment`` (per-host offsets)."""
+    if analysis.is_optable:
+        return {"clock": None, "clock_alignment": None}
+    return {"clock": analysis.clock.value, "clock_alignment": clock_json(analysis.realized.alignment)}
+
+
+def stragglers_result(analysis: RunAnalysis, name: str) -> Result:
+    """Payload and tables of ``tracekit stragglers`` for the input called ``name``."""
+    result = analysis.stragglers
+    payload = stragglers_payload(analysis)
+    unjudged = tuple(f"rank {row['rank']} not judged: {row['reason']}" for row in payload["unjudged"])
+    tables = (
+        Table(
+            title=heading(name, result),
+            frame=rank_table(result),
+            notes=notes(result.config)
+            + tuple(describe(row) for row in result.flagged.to_dicts())
+            + tuple(describe_link(row) for row in payload["links"] if row["flagged"])
+            + unjudged,
+            name="ranks",
+        ),
+        Table(title="scores per rank and kind", frame=result.scores, name="stragglers", shown=False),
+    )
+    return Result(payload=payload, tables=tables, warnings=case_warnings(analysis))

@@ -1,6 +1,10 @@
-"""What-if results shaped for people and scripts: the JSON payload, tables and plain sentences.
+"""``tracekit whatif``'s output: the JSON payload, tables and plain sentences.
 
-Not for: computing anything (``attribution``, ``named``) or printing (``tracekit.cli.output``).
+Two references are named apart: the *ideal* (this run's own order at ideal durations,
+``tracekit.analysis.ideal``) and *this schedule at typical costs* (the simulator's named schedule
+at the same durations); the findings explain the gap between them (``tracekit.whatif.named``).
+
+Not for: computing anything (``tracekit.whatif``) or printing (``tracekit.cli.output``).
 """
 
 from __future__ import annotations
@@ -9,17 +13,24 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.analysis.ideal import Ideal
+from tracekit.present.result import Result, Table
+from tracekit.present.stragglers import case_warnings, clock_fields
+from tracekit.run_analysis import RunAnalysis
 from tracekit.whatif.attribution import Counterfactual, WhatIf
-from tracekit.whatif.clock import ClockAlignment
 from tracekit.whatif.named import NamedComparison
 
 DEFINITIONS: dict[str, str] = {
     "realized": "replay of the dependency graph with every op's own duration, no launch gaps",
-    "ideal": "the same replay with each op type at its typical duration (compute: mean, communication: median)",
+    "ideal": "the same replay with each op at its ideal duration: the median of the other ranks doing the same "
+    "work (never the op's own rank; its own median where no other rank does that work); osdi25: each op type's "
+    "mean (compute) or median (communication) over the whole run",
     "slowdown S": "mean realized / mean ideal step time",
     "by_X": "S with only group X's real durations restored, the rest typical (can exceed S)",
     "M_S": "share of realized - ideal removed by typical durations on the last stage",
     "M_W": "share removed by typical durations on the ceil(3%) workers with the highest min(S_dp, S_stage)",
+    "this schedule at typical costs": "the simulator's step time for the schedule the run names, every action at "
+    "its ideal duration, no communication: the second reference; its gap to the ideal is the run's own order",
 }
 
 
@@ -95,38 +106,47 @@ def findings(result: WhatIf, named: NamedComparison | None) -> list[str]:
         )
     if named is not None:
         out.append(
-            f"{named.schedule} predicts {named.predicted_ms:.0f} ms with this run's median costs; of the "
-            f"{named.gain_lost_ms:.0f} ms lost, stragglers cost {named.stragglers_ms:.0f} ms, exposed "
-            f"communication and the rest {named.exposed_comm_and_rest_ms:.0f} ms, the realized order "
-            f"{named.order_ms:.0f} ms"
+            f"{named.schedule} at typical costs predicts {named.predicted_ms:.0f} ms, the ideal (this run's own "
+            f"order at the same costs) {named.typical_ms:.0f} ms; of the {named.gain_lost_ms:.0f} ms lost, "
+            f"stragglers cost {named.stragglers_ms:.0f} ms, exposed communication and the rest "
+            f"{named.exposed_comm_and_rest_ms:.0f} ms, and the realized order against the named one "
+            f"{named.order_ms:.0f} ms (the gap between the two references)"
         )
     return out
 
 
-def clock_json(clock: ClockAlignment | None) -> dict[str, Any] | None:
-    """Offsets per host and the violations left, or None for inputs without clocks to align."""
-    if clock is None:
+def named_json(named: NamedComparison | None) -> dict[str, Any] | None:
+    """The named-schedule comparison's JSON form."""
+    if named is None:
         return None
     return {
-        "offsets": clock.offsets.to_dicts(),
-        "dependencies": clock.dependencies,
-        "violations": clock.violations,
-        "worst_violation_ns": clock.worst_violation_ns,
-        "unresolved_hosts": list(clock.unresolved_hosts),
+        "schedule": named.schedule,
+        "predicted_ms": named.predicted_ms,
+        "ideal_ms": named.typical_ms,
+        "measured_ms": named.measured_ms,
+        "gain_lost_ms": named.gain_lost_ms,
+        "stragglers_ms": named.stragglers_ms,
+        "exposed_comm_and_rest_ms": named.exposed_comm_and_rest_ms,
+        "order_ms": named.order_ms,
     }
 
 
-def whatif_payload(
-    result: WhatIf, source: str, clock: ClockAlignment | None, named: NamedComparison | None
-) -> dict[str, Any]:
+def ideal_table(ideal: Ideal) -> pl.DataFrame:
+    """The ideal duration per (rank, op type, work) and where it came from."""
+    return ideal.table
+
+
+def whatif_payload(analysis: RunAnalysis) -> dict[str, Any]:
     """The stable JSON payload of ``tracekit whatif`` (times in ms)."""
+    result, named = analysis.whatif, analysis.named
 
     def keyed(values: dict) -> dict[str, float]:
         return {str(key): value for key, value in values.items()}
 
     return {
-        "source": source,
+        "source": analysis.case.source,
         "time_unit": "ms",
+        "ideal_method": analysis.ideal.method,
         "slowdown": result.slowdown,
         "ideal_step_time": float(result.ideal_ms.mean()),
         "realized_step_time": float(result.realized_ms.mean()),
@@ -141,8 +161,32 @@ def whatif_payload(
         "ms_detail": _counterfactual_json(result.ms),
         "mw_detail": _counterfactual_json(result.mw),
         "steps": step_table(result).to_dicts(),
-        "named_schedule": None if named is None else named.to_json(),
-        "clock": clock_json(clock),
+        "named_schedule": named_json(named),
+        **clock_fields(analysis),
         "findings": findings(result, named),
         "definitions": DEFINITIONS,
     }
+
+
+def whatif_result(analysis: RunAnalysis, name: str) -> Result:
+    """Payload and tables of ``tracekit whatif`` for the input called ``name``."""
+    payload = whatif_payload(analysis)
+    result = analysis.whatif
+    tables = [
+        Table(
+            title=f"{name}: S = {payload['slowdown']:.3f}",
+            frame=attribution_table(result),
+            notes=tuple(f"{k}: {v}" for k, v in DEFINITIONS.items()) + tuple(payload["findings"]),
+            name="attribution",
+        ),
+        Table(title="steps (ms)", frame=step_table(result), name="steps", shown=False),
+        Table(title="per-step attribution", frame=result.per_step, name="per_step", shown=False),
+        Table(title="ideal durations", frame=ideal_table(analysis.ideal), name="ideal", shown=False),
+    ]
+    if not analysis.is_optable and analysis.realized.alignment is not None:
+        tables.append(
+            Table(title="clock offsets", frame=analysis.realized.alignment.offsets, name="clock", shown=False)
+        )
+    return Result(
+        payload=payload, tables=tuple(tables), warnings=case_warnings(analysis) + analysis.named_warnings
+    )
