@@ -1,3 +1,24 @@
-"""tracekit: measure what a pipeline-parallel training run really did, from its profiler traces."""
+"""tracekit: measure what a pipeline-parallel training run really did, from its profiler traces.
+
+``tracekit.analyse(path)`` opens a run for analysis (``tracekit.run_analysis``, docs/api.md).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+__all__ = ["AnalysisConfig", "RunAnalysis", "analyse"]
+
+if TYPE_CHECKING:
+    from tracekit.run_analysis import AnalysisConfig, RunAnalysis, analyse
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: ``import tracekit`` stays free of polars for the collectors' side.
+    if name in __all__:
+        from tracekit import run_analysis
+
+        return getattr(run_analysis, name)
+    raise AttributeError(f"module 'tracekit' has no attribute {name!r}")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from tracekit.analysis.realized import realized_schedule
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.planner.calibrate import calibration_scale
 from tracekit.planner.costs import UNSCALED
@@ -15,7 +14,7 @@ from tracekit.planner.markdown import render
 from tracekit.planner.plan import Plan, plan
 from tracekit.planner.presets import MODELS
 from tracekit.planner.spec import load_spec
-from tracekit.trace.run import load_run
+from tracekit.run_analysis import analyse
 
 FIELD_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("cluster", "gpus", int, "GPUs of the whole job."),
@@ -112,10 +111,11 @@ def command(
     spec = load_spec(spec_path, model_preset, cluster_preset, overrides)
     scale, notes = UNSCALED, ()
     if calibrate_dir is not None:
-        run = load_run(calibrate_dir)
-        realized = realized_schedule(run)
-        scale, notes = calibration_scale(spec, realized.actions)
-        notes = tuple(f"calibration run warning: {w}" for w in run.warnings + realized.warnings) + notes
+        # The calibration run's actions on its one clock, as every other command reads them.
+        analysis = analyse(calibrate_dir)
+        scale, notes = calibration_scale(spec, analysis.actions)
+        warnings = analysis.run_warnings + analysis.realized.warnings
+        notes = tuple(f"calibration run warning: {w}" for w in warnings) + notes
     outcome = plan(spec, scale, notes)
     if fmt == "markdown":
         sys.stdout.write(render(outcome))
