@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -77,3 +79,15 @@ def test_the_default_method_depends_on_the_input() -> None:
     assert IdealConfig(method="robust").method_for("op-table") == "robust"
     with pytest.raises(ValueError, match="robust or osdi25"):
         IdealConfig(method="mean")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("sample", ["1f1b", "dualpipev-straggler", "deepseek-dualpipe"])
+def test_an_ideal_is_never_slower_than_what_the_rank_did(sample: str) -> None:
+    from tracekit.run_analysis import analyse
+
+    analysis = analyse(Path(__file__).resolve().parents[2] / "sample_traces" / sample)
+
+    table = analysis.ideal.table
+
+    assert (table["ideal_ms"] <= table["own_median_ms"]).all()
+    assert set(table["basis"].to_list()) <= {"fastest peer", "other ranks", "own steps"}

@@ -15,8 +15,12 @@ first rule that applies (``basis``):
    rank itself. A straggler's pace never sets its own ideal, nor its peers' (a median of two
    ranks, or leaving the rank out, would hand a straggler's pace to its only peer);
 2. ``other ranks``: no other rank does that work, but others run the op type: the median of
-   their paces (whatever their work), so a slow first or last stage still shows;
+   their paces (whatever their work), so a slow first or last stage still shows, or the rank's own
+   pace where that is faster (a first stage computes no input gradient);
 3. ``own steps``: no other rank runs the op type: the rank's own pace, the only evidence there is.
+
+An ideal is therefore never slower than the rank's own pace: what a rank has shown it can do is
+possible.
 
 ``method="osdi25"`` is the OSDI'25 what-if artifact's definition: each op type's mean (compute) or
 
@@ -184,7 +188,7 @@ def _robust(medians: pl.DataFrame) -> pl.DataFrame:
                 if o == optype and r != rank:
                     per_rank.setdefault(r, []).append(m)
             ideal = float(np.median([sum(v) / len(v) for v in per_rank.values()]))
-            rows.append((rank, optype, work, ideal, own, 0, "other ranks"))
+            rows.append((rank, optype, work, min(own, ideal), own, 0, "other ranks"))
         else:
             rows.append((rank, optype, work, own, own, 0, "own steps"))
     return pl.DataFrame(rows, schema=IDEAL_SCHEMA, orient="row")
