@@ -9,8 +9,7 @@ from live_samples import SAMPLE_1F1B, slowed, summaries_of
 from tracekit.analysis.realized import REALIZED_SCHEMA
 from tracekit.live.assess import RANK_SCHEMA, LiveConfig, assess_interval, flagged_stragglers, usable_steps
 from tracekit.live.summaries import parse_summary, realized_frame
-from tracekit.stragglers.scoring import score_stragglers
-from tracekit.whatif.inputs import load_case
+from tracekit.run_analysis import analyse
 
 
 def test_summaries_lay_out_the_realized_actions_they_were_cut_from(sample_actions: pl.DataFrame) -> None:
@@ -21,7 +20,7 @@ def test_summaries_lay_out_the_realized_actions_they_were_cut_from(sample_action
 
 def test_live_scores_equal_the_offline_scores_of_the_same_actions(sample_actions: pl.DataFrame) -> None:
     live = assess_interval(0, summaries_of(sample_actions), {0, 1, 2, 3}, LiveConfig())
-    offline = score_stragglers(load_case(SAMPLE_1F1B).case).scores
+    offline = analyse(SAMPLE_1F1B).stragglers.scores
     assert live.scores.equals(offline)
     assert dict(live.ranks.schema) == RANK_SCHEMA
     assert live.ranks["rank"].to_list() == [0, 1, 2, 3]
