@@ -131,8 +131,13 @@ def test_report_stragglers_whatif_and_dashboard_agree_on_a_sample(sample: str, t
         if row["score"] is not None:
             judged[f"{row['rank']} {row['kind']}"].append(1 / row["score"])
     slowdowns = {key: max(values) if values else None for key, values in judged.items()}
-    cells = {f"{row['worst_rank']} {row['kind']}": row["slowdown"] for row in _embedded(html, "stragglers")}
+    drawn_cells = _embedded(html, "stragglers")
+    cells = {f"{row['worst_rank']} {row['kind']}": row["slowdown"] for row in drawn_cells}
     assert cells == _as_drawn(slowdowns)
+    # Flagged stragglers: the cells the heatmap outlines are the stragglers the command names.
+    named = {(row["rank"], row["kind"]) for row in stragglers["stragglers"]}
+    assert {(row["worst_rank"], row["kind"]) for row in drawn_cells if row["flagged"]} == named
+    assert (sample == "dualpipev-straggler") == bool(named)
     # What-if: the dashboard's attribution bars are the whatif command's.
     drawn_whatif = _embedded(html, "whatif")
     assert [row["overall"] for row in drawn_whatif if "overall" in row] == [

@@ -116,6 +116,8 @@ class RunAnalysis:
     """Realized actions given directly (simulated runs), analysed without traces; else None."""
     given_manifest: Manifest | None = None
     """The manifest that goes with ``given``."""
+    given_stage_work: pl.DataFrame | None = None
+    """Per-stage work (``tracekit.stragglers.work``) that goes with ``given``; None: the manifest's."""
 
     @classmethod
     def of_run(cls, run: Run, config: AnalysisConfig | None = None) -> RunAnalysis:
@@ -129,6 +131,7 @@ class RunAnalysis:
         manifest: Manifest | None = None,
         config: AnalysisConfig | None = None,
         source: str = "realized actions",
+        stage_work: pl.DataFrame | None = None,
     ) -> RunAnalysis:
         """The analysis of a realized-actions frame (``REALIZED_SCHEMA``, one clock) without traces."""
         return cls(
@@ -137,6 +140,7 @@ class RunAnalysis:
             loaded=None,
             given=actions,
             given_manifest=manifest,
+            given_stage_work=stage_work,
         )
 
     # --- the run --------------------------------------------------------------------------------
@@ -280,10 +284,15 @@ class RunAnalysis:
     def stragglers(self) -> Stragglers:
         """Every rank against its reference and priced (``tracekit.stragglers.scoring``)."""
         manifest = self.manifest
+        work = (
+            self.given_stage_work
+            if self.given_stage_work is not None
+            else stage_work(manifest, str(self.source))
+        )
         return score_stragglers(
             self.case,
             self.config.stragglers,
-            stage_work(manifest, str(self.source)),
+            work,
             world_size=None if manifest is None else manifest.world_size,
         )
 

@@ -136,7 +136,7 @@ def test_actions_are_timed_on_the_gpu_clock(gpu_run: Path) -> None:
 def test_stragglers_follow_the_kernels_not_the_launches(gpu_run: Path) -> None:
     analysis = analyse(gpu_run)
 
-    flagged = analysis.stragglers.filter(pl.col("flagged"))
+    flagged = analysis.stragglers.flagged
 
     assert set(flagged["rank"].to_list()) == {SLOW_RANK}
 

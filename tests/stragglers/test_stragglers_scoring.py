@@ -142,7 +142,8 @@ def test_sentence_says_how_much_slower_and_what_the_step_would_take() -> None:
 
 
 def test_payload_holds_the_documented_keys_most_costly_first() -> None:
-    analysis = RunAnalysis.of_actions(simulated_actions("1f1b", pp=4, steps=3, slow_rank=2, factor=2.0))
+    actions = simulated_actions("1f1b", pp=4, steps=3, slow_rank=2, factor=2.0)
+    analysis = RunAnalysis.of_actions(actions, stage_work=equal_work("1f1b", 4))
 
     payload = stragglers_payload(analysis)
 
