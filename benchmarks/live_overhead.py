@@ -30,11 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from collectors import example_job  # noqa: E402
+from collectors import example_job
 
 STEP_TIMES_ENV = "LIVE_OVERHEAD_STEP_TIMES"
 WARMUP_STEPS = 5
-JOB = ["--schedule", "1f1b", "--ranks", "4", "--microbatches", "8", "--hidden", "1024", "--layers", "2",
+JOB = ["--schedule", "1f1b", "--ranks", "4", "--microbatches", "8", "--hidden", "512", "--layers", "2",
        "--microbatch-rows", "256"]  # fmt: skip
 
 

@@ -238,9 +238,9 @@ class Aggregator:
             return
         self.interval_s = assessment.step_ms / 1000 * self.config.interval_steps
         latest = max(state.last_step for state in self.ranks.values())
-        # Steps the ranks run while this interval was judged, and as many again for the request to land.
+        # The steps the ranks ran while this interval was judged, then the usual lead for the request to land.
         judging_s = time.monotonic() - judging_since
-        lead = math.ceil(2 * judging_s / max(assessment.step_ms / 1000, 1e-3)) + CAPTURE_LEAD_STEPS
+        lead = math.ceil(judging_s / max(assessment.step_ms / 1000, 1e-3)) + CAPTURE_LEAD_STEPS
         alerts, capture = self.tracker.update(assessment, latest, now_s, lead_steps=lead)
         self.alerts += len(alerts)
         self.write(interval_record(base, assessment, alerts))
