@@ -118,7 +118,7 @@ class Recorder:
         if self._depth > 1:
             return
         if self.live is not None:
-            self.live.begin_step(self.next_step)
+            self.live.begin_step(self.next_step, describe)
         if self._failed or self._finished or not self.armed:
             return
         if self._profiler is None and self.config.wants(self.next_step):

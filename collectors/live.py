@@ -127,6 +127,7 @@ class LiveTimer:
         self._warned = False
         self.profiling = False
         """Set by the recorder while torch.profiler runs: such steps are marked, their timing is not typical."""
+        self._stage_work: list[list[int]] | None = None
 
     # -- timing -------------------------------------------------------------------------------
     def _mark(self) -> Any:
@@ -148,8 +149,10 @@ class LiveTimer:
         """A context manager timing a wait on pipeline communication."""
         return _CommSpan(self)
 
-    def begin_step(self, step: int) -> None:
-        """Called as a training step starts."""
+    def begin_step(self, step: int, describe: Callable[[], Any] | None = None) -> None:
+        """Called as a training step starts; ``describe`` gives the schedule (its stages' work), read once."""
+        if self._stage_work is None and describe is not None:
+            self._stage_work = _stage_work(describe)
         if self._cuda is None:
             self._cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
         self._actions = []
@@ -187,6 +190,7 @@ class LiveTimer:
             "c": self._comm_ns,
             "clk": "cuda" if self._cuda else "cpu",
             "cap": int(self.profiling),
+            "sw": self._stage_work or [],
         }
         if not self._cuda:
             summary["a"] = [[s, k, m, a, b, int(o)] for s, k, m, a, b, o in self._actions]
@@ -318,6 +322,15 @@ class LiveTimer:
                 f"rank {self._rank}: live: {self.dropped} of {self.steps} step summaries dropped "
                 f"({self.sent} sent to {self.address})"
             )
+
+
+def _stage_work(describe: Callable[[], Any]) -> list[list[int]]:
+    """[stage, params, embedding_params, layers] of this rank's stages (collectors.work), counted once."""
+    try:
+        info = describe()
+        return [[w.stage, w.params, w.embedding_params, w.layers] for w in getattr(info, "stage_work", ())]
+    except Exception:  # noqa: BLE001 - an unknown schedule version must not stop training
+        return []
 
 
 def _numeric_host(address: str) -> bool:

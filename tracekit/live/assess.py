@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from tracekit.analysis.utilization import rank_utilization, step_utilization
-from tracekit.live.summaries import StepSummary, realized_frame, step_frame
+from tracekit.live.summaries import StepSummary, realized_frame, stage_work_entries, step_frame
 from tracekit.stragglers.scoring import StragglerConfig, score_stragglers
+from tracekit.stragglers.work import stage_work_frame
 from tracekit.whatif.clock import apply_offsets, estimate_offsets
 from tracekit.whatif.pipeline import pipeline_case
 
@@ -145,7 +146,8 @@ def assess_interval(
         actions = apply_offsets(actions, clock.rank_offset_ns)
     case, replay_warnings = pipeline_case(actions, f"live interval {index}")
     warnings.extend(replay_warnings)
-    scored = score_stragglers(case, config.stragglers)
+    work = stage_work_frame(stage_work_entries(kept), f"live interval {index}")
+    scored = score_stragglers(case, config.stragglers, stage_work=work, world_size=max(ranks) + 1)
     scores = scored.scores
     per_rank_scores = scored.ranks.select("rank", "score", "saving_ms")
     own = (

@@ -62,6 +62,8 @@ class StepSummary:
     dropped: int
     actions: tuple[tuple[int, str, int, int, int, bool], ...]
     """(stage, kind, micro-batch, start offset ns, end offset ns, overlapped)."""
+    stage_work: tuple[tuple[int, int, int, int], ...] = ()
+    """(stage, params, embedding_params, layers) of the rank's stages (``collectors.work``)."""
 
 
 def _int(value: Any, what: str, low: int = 0) -> int:
@@ -88,6 +90,11 @@ def parse_summary(message: dict[str, Any]) -> StepSummary:
         actions.append(
             (_int(stage, "stage"), kind, _int(microbatch, "micro-batch"), start, end, bool(overlapped))
         )
+    stage_work = []
+    for item in message.get("sw") or []:
+        if not isinstance(item, list) or len(item) != 4:
+            raise ValueError(f"bad stage work {item!r}")
+        stage_work.append(tuple(_int(value, "stage work") for value in item))
     world = _int(message.get("w"), "world size", 1)
     rank = _int(message.get("r"), "rank")
     if rank >= world:
@@ -105,6 +112,7 @@ def parse_summary(message: dict[str, Any]) -> StepSummary:
         profiled=bool(message.get("cap")),
         dropped=_int(message.get("x"), "drop count"),
         actions=tuple(actions),
+        stage_work=tuple(stage_work),  # type: ignore[arg-type]
     )
 
 
@@ -116,6 +124,18 @@ def realized_frame(summaries: Iterable[StepSummary]) -> pl.DataFrame:
         for stage, kind, mb, start, end, overlapped in s.actions
     ]
     return pl.DataFrame(rows, schema=REALIZED_SCHEMA, orient="row").sort("rank", "start_ns")
+
+
+def stage_work_entries(summaries: Iterable[StepSummary]) -> list[dict[str, int]]:
+    """The stage work the summaries carry, one entry per stage (``tracekit.stragglers.work`` fields)."""
+    by_stage: dict[int, dict[str, int]] = {}
+    for summary in summaries:
+        for stage, params, embedding_params, layers in summary.stage_work:
+            by_stage.setdefault(
+                stage,
+                {"stage": stage, "params": params, "embedding_params": embedding_params, "layers": layers},
+            )
+    return [by_stage[stage] for stage in sorted(by_stage)]
 
 
 def step_frame(summaries: Sequence[StepSummary]) -> pl.DataFrame:
