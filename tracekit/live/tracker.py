@@ -1,13 +1,14 @@
 """What the live aggregator makes of successive intervals: alerts, persistence, capture on anomaly.
 
-A (rank, kind) flagged by the straggler scoring in an interval raises an alert. It is
-``persistent`` once it has been flagged in ``persist_intervals`` intervals in a row, ``transient``
-before (an interval where it is not flagged starts the count again). The first time a straggler is
+A rank flagged by the straggler scoring in an interval raises an alert, named by the kind that puts
+the most excess time on it (that kind may change from one interval to the next: the rank stays the
+straggler). It is ``persistent`` once it has been flagged in ``persist_intervals`` intervals in a
+row, ``transient`` before (an interval where it is not flagged starts the count again). The first time a straggler is
 persistent, and no capture ran within ``capture_period_s``, the tracker asks for a full
 torch.profiler capture of ``capture_steps`` steps, to start a couple of steps ahead so that every
 rank receives the request before that step.
 
-State is a few counters per (rank, kind): memory stays bounded however long the job runs.
+State is a counter per rank: memory stays bounded however long the job runs.
 
 Not for: scoring (``tracekit.live.assess``) or sending anything (``tracekit.live.aggregator``).
 """
@@ -42,10 +43,10 @@ class CaptureRequest:
 
 @dataclass
 class Tracker:
-    """Streaks of flagged intervals per (rank, kind), and when the last capture was asked for."""
+    """Streaks of flagged intervals per rank, and when the last capture was asked for."""
 
     config: LiveConfig
-    streaks: dict[tuple[int, str], int] = field(default_factory=dict)
+    streaks: dict[int, int] = field(default_factory=dict)
     last_capture_s: float | None = None
     captures: list[CaptureRequest] = field(default_factory=list)
 
@@ -58,11 +59,11 @@ class Tracker:
     ) -> tuple[list[dict[str, Any]], CaptureRequest | None]:
         """Alerts of this interval (live.jsonl ``alert`` records) and a capture to ask for, if any."""
         flagged = flagged_stragglers(assessment.scores)
-        keys = {(a["rank"], a["kind"]) for a in flagged}
+        keys = {a["rank"] for a in flagged}
         self.streaks = {key: self.streaks.get(key, 0) + 1 for key in keys}
         alerts = []
         for alert in flagged:
-            streak = self.streaks[(alert["rank"], alert["kind"])]
+            streak = self.streaks[alert["rank"]]
             alerts.append(
                 {
                     "type": "alert",
