@@ -289,6 +289,14 @@ def _ideal_costs(analysis: RunAnalysis) -> tuple[pl.DataFrame | None, Costs | No
     return layout, costs, None
 
 
+def _named_stragglers(analysis: RunAnalysis) -> pl.DataFrame | None:
+    """The ranks ``tracekit stragglers`` names (rank, saving_ms), for the bubble view; None when unscored."""
+    try:
+        return analysis.stragglers.flagged.select("rank", "saving_ms")
+    except TracekitError:
+        return None  # the stragglers section says why
+
+
 def pipeline_sections(analysis: RunAnalysis, config: DashboardConfig) -> tuple[Section, ...]:
     """Timeline, utilization and comparison sections of a labelled run's analysis."""
     actions = analysis.actions
@@ -323,7 +331,9 @@ def pipeline_sections(analysis: RunAnalysis, config: DashboardConfig) -> tuple[S
     utilization = Section(
         "utilization",
         SECTION_TITLES["utilization"],
-        views=(View.of("utilization", utilization_chart(pl.concat(util_frames))),),
+        views=(
+            View.of("utilization", utilization_chart(pl.concat(util_frames), stragglers=_named_stragglers(analysis))),
+        ),
         notes=(UTILIZATION_NOTE.format(steps=len(every_step)), *why_not),
     )
 

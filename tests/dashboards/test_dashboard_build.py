@@ -157,6 +157,9 @@ def test_sample_run_with_a_straggler(tmp_path: Path) -> None:
     # The capture slowed rank 2 by 5 ms per action: the heatmap outlines what tracekit stragglers
     # names, rank 2 on its slowest kind, and nothing else.
     assert [row["worst_rank"] for row in cells if row["flagged"]] == [2]
+    # The bubble view marks the same rank, so its small bubble is not read as the best use.
+    (bubbles,) = page.views[1].spec["datasets"].values()
+    assert {row["rank"] for row in bubbles if row["straggler_ms"] is not None} == {2}
     assert ("schedule", "dualpipev (P = 4, 8 stages, 8 micro-batches)") in page.facts
 
 

@@ -47,6 +47,7 @@ read these durations.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -172,6 +173,17 @@ def action_ops(actions: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def expected_cost(others: Sequence[tuple[float, float]], work: float = 1.0) -> float:
+    """The expected duration of ``work`` from other ranks' ``(duration, work)`` pairs (rule 2).
+
+    Their median duration per unit of work, times ``work``. The ideal's ``other ranks`` rule calls
+    it with every work 1 (the median of their paces); straggler scoring's expected cost
+    (``tracekit.stragglers.references``) calls it with each stage's recorded work, so the two are
+    one rule and a rank's own durations set neither.
+    """
+    return float(np.median([duration / unit for duration, unit in others])) * work
+
+
 def _robust(medians: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, optype, work) pace: the ideal by the rules of the module docstring."""
     pace = {(r, o, w): m for r, o, w, m in medians.select(*_KEY, "own_median_ms").iter_rows()}
@@ -187,7 +199,7 @@ def _robust(medians: pl.DataFrame) -> pl.DataFrame:
             for (r, o, _), m in sorted(pace.items()):
                 if o == optype and r != rank:
                     per_rank.setdefault(r, []).append(m)
-            ideal = float(np.median([sum(v) / len(v) for v in per_rank.values()]))
+            ideal = expected_cost([(sum(v) / len(v), 1.0) for v in per_rank.values()])
             rows.append((rank, optype, work, min(own, ideal), own, 0, "other ranks"))
         else:
             rows.append((rank, optype, work, own, own, 0, "own steps"))

@@ -11,8 +11,9 @@ that exists:
    last stage, a V schedule's rank 0, a 2-stage pipeline). Per kind, a cost per unit of work is
    taken from the other ranks' stages, ``rate = median over their (stage) rows of median_ms /
    work``, and scaled by the stage's work (``tracekit.stragglers.work``: compute parameters, which
-   leave embedding tables out and count a head in full). This is the one ideal's rule (a rank's own
-   durations never set its own reference) extended by the work of each stage.
+   leave embedding tables out and count a head in full). This is the one ideal's ``other ranks``
+   rule (``tracekit.analysis.ideal.expected_cost``: a rank's own durations never set its own
+   reference) with the work of each stage.
 3. ``history``: neither exists (no peers and no recorded stage work): each step is judged against
    the rank's own other steps. This sees one-off slowness only; a rank slow in every step looks
    normal against itself, so such rows are never named stragglers (``scoring`` lists the rank as
@@ -42,6 +43,8 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+
+from tracekit.analysis.ideal import expected_cost
 
 REFERENCE_KINDS = ("peers", "expected", "history")
 """The references, most trusted first."""
@@ -102,9 +105,8 @@ def references(
                 reference, count = "peers", len({ranks[j] for j in replicas})
                 reference_ms = float(np.median([values[j] for j in replicas]))
             elif stage in work and all(stages[j] in work and work[stages[j]] > 0 for j in others) and others:
-                rates = [values[j] / work[stages[j]] for j in others]
                 reference, count = "expected", len({ranks[j] for j in others})
-                reference_ms = float(np.median(rates)) * work[stage]
+                reference_ms = expected_cost([(values[j], work[stages[j]]) for j in others], work[stage])
             elif own_history:
                 count, reference_ms = own_history[(rank, stage, group["kind"][index], group["step"][index])]
             rows.append(
