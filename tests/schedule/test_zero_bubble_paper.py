@@ -25,6 +25,13 @@ def _rows() -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+def _row_params() -> list[object]:
+    """One parameter per paper row; one skipped parameter when ../shared is not beside the checkout."""
+    if not ROWS_CSV.is_file():
+        return [pytest.param({}, id="no-shared", marks=pytest.mark.skip(reason=f"needs {ROWS_CSV}, absent here"))]
+    return [pytest.param(row, id=f"{row['model']}-m{row['m']}") for row in _rows()]
+
+
 def _rate(name: str, row: dict[str, str], chunks: int | None = None) -> float:
     p, m = int(row["p"]), int(row["m"])
     f, b, w, comm = (float(row[key]) for key in ("T_F", "T_B", "T_W", "T_comm"))
@@ -35,7 +42,7 @@ def _rate(name: str, row: dict[str, str], chunks: int | None = None) -> float:
     ).bubble_rate
 
 
-@pytest.mark.parametrize("row", _rows(), ids=lambda row: f"{row['model']}-m{row['m']}")
+@pytest.mark.parametrize("row", _row_params())
 @pytest.mark.parametrize(
     ("name", "column"), [("1f1b", "rate_1F1B"), ("zb-h1", "rate_ZB_H1"), ("zb-h2", "rate_ZB_H2")]
 )
@@ -43,7 +50,7 @@ def test_bubble_rate_to_4_decimals(row: dict[str, str], name: str, column: str) 
     assert round(_rate(name, row), 4) == pytest.approx(float(row[column]), abs=1e-9)
 
 
-@pytest.mark.parametrize("row", _rows(), ids=lambda row: f"{row['model']}-m{row['m']}")
+@pytest.mark.parametrize("row", _row_params())
 def test_interleaved_1f1b_within_half_a_point(row: dict[str, str]) -> None:
     # One layer per chunk (22 layers on 8 ranks -> 3 chunks, 30 -> 4): Megatron's order, which
     # differs from torch's in the details, puts the paper's rates up to 0.0035 below ours.
@@ -55,4 +62,6 @@ def test_interleaved_1f1b_within_half_a_point(row: dict[str, str]) -> None:
 
 
 def test_the_rows_are_there() -> None:
+    if not ROWS_CSV.is_file():
+        pytest.skip(f"needs {ROWS_CSV}, absent here")
     assert len(_rows()) == 6

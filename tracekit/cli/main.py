@@ -6,17 +6,22 @@ import sys
 
 import click
 
+from tracekit.cli.files import os_error_message
 from tracekit.errors import TracekitError
 
 
 class _Group(click.Group):
-    """Turns TracekitError into one line on stderr and exit status 2, never a traceback."""
+    """Turns TracekitError, and any file a command could not read or write, into one line on
+    stderr and exit status 2, never a traceback."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except TracekitError as error:
             click.echo(f"tracekit: error: {error}", err=True)
+            sys.exit(2)
+        except OSError as error:
+            click.echo(f"tracekit: error: {os_error_message(error)}", err=True)
             sys.exit(2)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from tracekit.cli.files import output_dir, write_atomic
 from tracekit.present.result import Result, Table, to_json
 
 __all__ = ["Format", "Result", "Table", "emit", "to_json"]
@@ -75,7 +76,8 @@ def emit(result: Result, fmt: Format, out_dir: Path | None = None) -> None:
                     console.print(note, style="dim", soft_wrap=True)
                 console.print()
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "result.json").write_bytes(to_json(result.payload) + b"\n")
+        output_dir(out_dir)
+        payload = to_json(result.payload) + b"\n"
+        write_atomic(out_dir / "result.json", lambda path: path.write_bytes(payload))
         for table in result.tables:
-            table.frame.write_parquet(out_dir / f"{table.name}.parquet")
+            write_atomic(out_dir / f"{table.name}.parquet", table.frame.write_parquet)

@@ -1,7 +1,9 @@
-"""A progress bar on stderr while many rank traces are ingested."""
+"""Progress bars on stderr, drawn only on a terminal: traces ingested, simulations run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -29,3 +31,21 @@ def load_run_with_progress(root: Path) -> Run:
             on_start=lambda total: progress.update(task, total=total),
             on_file=lambda _path: progress.advance(task),
         )
+
+
+@contextmanager
+def working(label: str, total: int) -> Iterator[Callable[[], None]]:
+    """A transient bar of ``total`` parts (drawn only on a terminal); yields the call that advances it."""
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    with progress:
+        task = progress.add_task(label, total=total)
+        yield lambda: progress.advance(task)

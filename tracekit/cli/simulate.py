@@ -9,6 +9,7 @@ import polars as pl
 
 from tracekit.cli.options import cost_options, format_option, out_option
 from tracekit.cli.output import Format, Result, Table, emit
+from tracekit.cli.progress import working
 from tracekit.schedule.engine import simulate
 from tracekit.schedule.metrics import DEFINITIONS, summarize
 from tracekit.schedule.registry import GENERATORS, generate
@@ -39,10 +40,13 @@ def command(
     out_dir: Path | None,
 ) -> None:
     """Simulate SCHEDULE on PP ranks with ideal costs: makespan, bubbles, activations."""
-    schedule = generate(name, pp, microbatches, chunks)
-    costs = share_costs(schedule, ShareCosts(f, b, w, fb, comm))
-    timeline = simulate(schedule, costs)
-    summary = summarize(timeline)
+    with working("generating, simulating, summarizing", total=3) as advance:
+        schedule = generate(name, pp, microbatches, chunks)
+        advance()
+        timeline = simulate(schedule, share_costs(schedule, ShareCosts(f, b, w, fb, comm)))
+        advance()
+        summary = summarize(timeline)
+        advance()
     actions = timeline.to_frame()
     payload = summary.to_payload() | {"schedule": actions.drop("overlapped").to_dicts()}
     overview = pl.DataFrame(

@@ -8,6 +8,7 @@ import click
 
 from tracekit.cli.options import cost_options, format_option, out_option
 from tracekit.cli.output import Format, Result, Table, emit
+from tracekit.cli.progress import working
 from tracekit.schedule.metrics import DEFINITIONS
 from tracekit.schedule.sweep import SWEEP_DEFINITIONS, ShareCosts, StepEconomics, compare_to_baseline, sweep
 
@@ -56,9 +57,11 @@ def command(
     names = [name for name in schedules.split(",") if name]
     if baseline not in names:
         names.insert(0, baseline)
-    frame, skipped = sweep(
-        names, _integers(pps), _integers(microbatches), ShareCosts(f, b, w, fb, comm), chunks
-    )
+    pp_values, microbatch_values = _integers(pps), _integers(microbatches)
+    with working("simulating", total=len(names) * len(pp_values) * len(microbatch_values)) as advance:
+        frame, skipped = sweep(
+            names, pp_values, microbatch_values, ShareCosts(f, b, w, fb, comm), chunks, on_done=advance
+        )
     notes = DEFINITIONS + SWEEP_DEFINITIONS
     if step_time is not None and tokens_per_step is not None:
         pp_values = set(frame["pp"].to_list())

@@ -45,6 +45,13 @@ GENERATORS: dict[str, Generator] = {
 DEFAULT_CHUNKS = 2
 """Stages per rank of interleaved-1f1b when ``--chunks`` is not given."""
 
+MAX_PP = 1024
+"""Most pipeline ranks a schedule is generated for: beyond any real pipeline, and a per-rank table
+still prints in a moment."""
+MAX_ACTIONS = 1 << 20
+"""Most actions (ranks x stages per rank x micro-batches x 3 kinds) one schedule may hold: about
+seven seconds and 0.7 GB to simulate; the bound keeps a typo from eating the machine's memory."""
+
 
 def generate(name: str, pp: int, microbatches: int, chunks: int | None = None) -> Schedule:
     """Build schedule ``name`` for ``pp`` ranks and ``microbatches`` micro-batches."""
@@ -52,9 +59,24 @@ def generate(name: str, pp: int, microbatches: int, chunks: int | None = None) -
     if generator is None:
         raise ScheduleError(f"unknown schedule {name!r}; known: {', '.join(GENERATORS)}")
     if generator.takes_chunks:
-        return generator.build(pp, microbatches, DEFAULT_CHUNKS if chunks is None else chunks)
+        chunks = DEFAULT_CHUNKS if chunks is None else chunks
+        check_size(pp, microbatches, chunks)
+        return generator.build(pp, microbatches, chunks)
+    check_size(pp, microbatches, generator.fixed_chunks)
     if chunks is not None and chunks != generator.fixed_chunks:
         raise ScheduleError(
             f"{name} runs {generator.fixed_chunks} stage(s) per rank; --chunks {chunks} does not apply"
         )
     return generator.build(pp, microbatches)
+
+
+def check_size(pp: int, microbatches: int, stages_per_rank: int = 1) -> None:
+    """ScheduleError when a schedule of this size exceeds MAX_PP or MAX_ACTIONS."""
+    if pp > MAX_PP:
+        raise ScheduleError(f"--pp {pp} is more than the {MAX_PP} pipeline ranks tracekit simulates")
+    actions = 3 * pp * max(stages_per_rank, 1) * microbatches
+    if actions > MAX_ACTIONS:
+        raise ScheduleError(
+            f"pp {pp} x {max(stages_per_rank, 1)} stage(s) per rank x {microbatches} micro-batches is "
+            f"{actions:,} actions, more than the {MAX_ACTIONS:,} tracekit simulates; use fewer micro-batches"
+        )

@@ -8,7 +8,7 @@ makespans into GPU-hours per million training tokens, given the baseline's measu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import polars as pl
@@ -32,6 +32,9 @@ SWEEP_SCHEMA: dict[str, pl.DataType] = {
     "param_copies": pl.Int32(),
 }
 """One row per simulated (schedule, pp, microbatches); times in the costs' unit."""
+
+MAX_SWEEP_CELLS = 512
+"""Most (schedule, pp, micro-batches) combinations one sweep simulates."""
 
 SWEEP_DEFINITIONS: tuple[str, ...] = (
     "utilization = mean over ranks of busy / makespan",
@@ -76,8 +79,19 @@ def sweep(
     microbatches: Iterable[int],
     share: ShareCosts,
     chunks: int | None = None,
+    on_done: Callable[[], None] | None = None,
 ) -> tuple[pl.DataFrame, tuple[str, ...]]:
-    """Simulate every combination; returns the rows and one line per combination that was skipped."""
+    """Simulate every combination; returns the rows and one line per combination that was skipped.
+
+    ``on_done()`` is called after each combination (simulated or skipped), to draw progress.
+    """
+    names, pps, microbatches = list(names), list(pps), list(microbatches)
+    cells = len(names) * len(pps) * len(microbatches)
+    if cells > MAX_SWEEP_CELLS:
+        raise ScheduleError(
+            f"{len(names)} schedules x {len(pps)} pp values x {len(microbatches)} micro-batch counts is "
+            f"{cells} simulations, more than the {MAX_SWEEP_CELLS} one sweep runs"
+        )
     rows: dict[str, list] = {name: [] for name in SWEEP_SCHEMA}
     skipped: list[str] = []
     for name in names:
@@ -87,8 +101,12 @@ def sweep(
                     schedule = generate(name, pp, mb, chunks if name == "interleaved-1f1b" else None)
                 except ScheduleError as error:
                     skipped.append(f"skipped {name} pp={pp} microbatches={mb}: {error}")
+                    if on_done:
+                        on_done()
                     continue
                 summary = summarize(simulate(schedule, share_costs(schedule, share)))
+                if on_done:
+                    on_done()
                 ranks = summary.ranks
                 values = (
                     name,

@@ -145,6 +145,19 @@ def read_optable(path: Path) -> pl.DataFrame:
     unknown = sorted(set(table["optype"].unique().to_list()) - set(KNOWN_OPTYPES))
     if unknown:
         raise TracekitError(f"op-table has op types the dependency model does not know: {unknown}", path)
-    if (table["duration"] < 0).any():
-        raise TracekitError("op-table has negative durations", path)
+    for name in ("start_ts", "duration"):
+        bad = table.with_row_index("row").filter(~pl.col(name).is_finite())
+        if bad.height:
+            raise TracekitError(
+                f"op-table has {bad.height} non-finite {name} values (NaN or infinite), first in row "
+                f"{bad['row'][0]}: {bad[name][0]}",
+                path,
+            )
+    negative = table.with_row_index("row").filter(pl.col("duration") < 0)
+    if negative.height:
+        raise TracekitError(
+            f"op-table has {negative.height} negative durations, first in row {negative['row'][0]}: "
+            f"{negative['duration'][0]}",
+            path,
+        )
     return table

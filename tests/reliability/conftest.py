@@ -1,0 +1,48 @@
+"""Fixtures for the reliability tests: small real filesystems that are full or read-only."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """``tmpfs(size_kb, read_only=False)``: mount a real tmpfs of that size; skips unless root can mount."""
+    mounted: list[Path] = []
+
+    def mount(size_kb: int, read_only: bool = False) -> Path:
+        if os.geteuid() != 0:
+            pytest.skip("mounting a small tmpfs needs root")
+        target = tmp_path / f"tmpfs-{len(mounted)}"
+        target.mkdir()
+        options = f"size={size_kb}k" + (",ro" if read_only else "")
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)], capture_output=True, check=False
+        )
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        mounted.append(target)
+        return target
+
+    yield mount
+    for target in mounted:
+        subprocess.run(["umount", "-l", str(target)], capture_output=True, check=False)
+
+
+def fill(directory: Path) -> None:
+    """Fill the filesystem holding ``directory`` to the last byte."""
+    descriptor = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for size in (1 << 16, 4096, 1):
+            try:
+                while os.write(descriptor, b"\0" * size):
+                    pass
+            except OSError:
+                continue
+    finally:
+        os.close(descriptor)
