@@ -19,14 +19,14 @@ import importlib
 from typing import Any
 
 _EXPORTS: dict[str, str] = {
-    "Capture": "collectors.capture",
+    "Capture": "collectors.api",
     "CaptureConfig": "collectors.capture",
     "MicrobatchPath": "collectors.manifest",
     "ScheduleInfo": "collectors.manifest",
-    "mark": "collectors.capture",
-    "mark_comm": "collectors.capture",
-    "mark_pair": "collectors.capture",
-    "step": "collectors.capture",
+    "mark": "collectors.api",
+    "mark_comm": "collectors.api",
+    "mark_pair": "collectors.api",
+    "step": "collectors.api",
     "write_manifest": "collectors.merge",
 }
 

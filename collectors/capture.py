@@ -11,12 +11,15 @@ aggregator asks for one (capture on anomaly, into a directory beside live.jsonl)
 
 The process holds at most one current recorder (``current()``): the patched schedule methods
 of ``collectors.patch_torch`` and ``collectors.patch_dualpipe`` run inside user code that cannot
-pass one along, so they look it up here. ``Capture`` makes one current for a ``with`` block; the
+pass one along, so they look it up here. ``Capture`` (``collectors.api``) makes one current for a
+``with`` block; the
 sitecustomize that ``tracekit record`` injects makes one for the whole process.
 
 Not for reading traces or merging ranks (``collectors.manifest``), nor for patching (the patch
 modules). Imports torch and the standard library only; never raises into the job: problems are
-reported as one ``tracekit:`` line on stderr and end this rank's capture.
+reported as one ``tracekit:`` line on stderr and end this rank's capture. A step that raises (a
+signal, see ``collectors.stopping``, or a crash) is not counted: the trace is written as partial
+and its sidecar names that step, where the analysis cuts the trace.
 """
 
 from __future__ import annotations
@@ -30,15 +33,21 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.autograd.profiler import record_function
 
-from collectors import labels
-from collectors.files import gzip_file_atomic, report, write_json_atomic
+from collectors import hooks, labels
+from collectors.files import (
+    check_written,
+    describe_os_error,
+    gzip_file_atomic,
+    overwrite_json,
+    report,
+    write_json_atomic,
+)
 from collectors.manifest import (
     RankMeta,
     RankStatus,
@@ -47,6 +56,7 @@ from collectors.manifest import (
     sidecar_name,
     trace_name,
 )
+from collectors.stopping import SignalGuard
 from collectors.typed_json import to_json
 from collectors.window import DEFAULT_STEPS, parse_steps
 
@@ -111,6 +121,10 @@ class Recorder:
     armed: bool = True
     """False: no window yet (live mode waits for the aggregator to ask for one)."""
     _live_dir: Path | None = None
+    _last_step_end_unix_ns: int | None = None
+    _unfinished_step: int | None = None
+    """Window-relative index of the step that was running when the capture stopped, if one was."""
+    _signals: SignalGuard = field(default_factory=SignalGuard)
 
     def begin_step(self, describe: Callable[[], ScheduleInfo | None] | None = None) -> None:
         """Called as a step starts; nested calls (a step() calling step()) count once."""
@@ -130,19 +144,36 @@ class Recorder:
         self._step_span = record_function(labels.step_label(self.next_step - self.config.first_step))
         self._step_span.__enter__()
 
-    def end_step(self) -> None:
-        """Called as a step ends (also when it raised)."""
+    def end_step(self, error: BaseException | None = None) -> None:
+        """Called as a step ends; ``error`` is what it raised, if it did not finish.
+
+        A step that did not finish is never counted: the capture stops there, as partial.
+        """
         self._depth -= 1
         if self._depth > 0:
             return
-        if self._step_span is not None:
+        in_window = self._step_span is not None
+        if in_window:
             self._step_span.__exit__(None, None, None)
             self._step_span = None
+        if in_window and error is not None:
+            self._unfinished_step = self.next_step - self.config.first_step
+            self.next_step += 1
+            self._stop(
+                complete=False,
+                problem=f"step #{self._unfinished_step} of the window did not finish ({self._why(error)}); "
+                "the trace is cut at its start",
+            )
+            return
+        if in_window:
             self._captured += 1
+            self._last_step_end_unix_ns = time.time_ns()
         requests = [] if self.live is None else self.live.end_step(self.next_step)
         self.next_step += 1
         if self._profiler is not None and not self.config.wants(self.next_step):
             self._stop(complete=True)
+        elif in_window:
+            self._heartbeat()
         for request in requests:
             self._capture_requested(request)
 
@@ -165,15 +196,37 @@ class Recorder:
             self.config, out_dir=self._live_dir / name, first_step=first, stop_step=first + count
         )
         self.armed, self._finished, self._captured, self._problems = True, False, 0, []
+        self._unfinished_step = self._last_step_end_unix_ns = None
+
+    def _why(self, error: BaseException) -> str:
+        if self._signals.received is not None:
+            return f"interrupted by {self._signals.received}"
+        if isinstance(error, KeyboardInterrupt):
+            return "interrupted by SIGINT"
+        return f"it raised {type(error).__name__}"
+
+    def _heartbeat(self) -> None:
+        """Rewrite the sidecar after each captured step, so a rank that dies says where it stopped."""
+        self._signals.begin_writing()
+        try:
+            self._write_sidecar("capturing")
+        except OSError:
+            pass  # the next write (the trace) reports the fault, or the sidecar keeps its last state
+        finally:
+            self._signals.end_writing()
 
     def finish(self) -> None:
         """End of the job or of a ``Capture`` block: write what an unfinished window holds."""
+        self._signals.exiting()
         if self._step_span is not None:
-            # The job is ending inside a step (sys.exit from the loop): close its span so it exports.
+            # The job is ending inside a step (sys.exit from the loop): close its span so it
+            # exports, and say the trace is cut there.
             self._step_span.__exit__(None, None, None)
             self._step_span = None
+            self._unfinished_step = self.next_step - self.config.first_step
         if self._profiler is not None:
-            if self.config.stop_step is None and self._captured:
+            whole = self._unfinished_step is None and self._signals.received is None
+            if self.config.stop_step is None and self._captured and whole:
                 self._stop(complete=True)
             else:
                 wanted = (
@@ -181,9 +234,10 @@ class Recorder:
                     if self.config.stop_step is None
                     else self.config.stop_step - self.config.first_step
                 )
+                how = f" ({self._why(KeyboardInterrupt())})" if self._signals.received else ""
                 self._stop(
                     complete=False,
-                    problem=f"the job ended after {self._captured} of {wanted} requested steps",
+                    problem=f"the job ended{how} after {self._captured} of {wanted} requested steps",
                 )
         self._finished = True
         if self.live is not None:
@@ -205,6 +259,8 @@ class Recorder:
         self._schedule = info
 
     def _problem(self, message: str) -> None:
+        if message in self._problems:
+            return
         self._problems.append(message)
         report(f"rank {self._rank}: {message}")
 
@@ -216,7 +272,8 @@ class Recorder:
             self.config.out_dir.mkdir(parents=True, exist_ok=True)
             self._write_sidecar("capturing")
         except OSError as error:
-            self._fail(f"cannot write to {self.config.out_dir}: {error}; training continues without a trace")
+            why = describe_os_error(error)
+            self._fail(f"cannot write to {self.config.out_dir}: {why}; training continues without a trace")
             return
         activities = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
@@ -231,8 +288,17 @@ class Recorder:
         self.labelling = True
         if self.live is not None:
             self.live.profiling = True
+        self._signals.install()
 
     def _stop(self, complete: bool, problem: str | None = None) -> None:
+        self._signals.begin_writing()
+        try:
+            self._write_trace(complete, problem)
+        finally:
+            self._signals.uninstall()
+            self._signals.end_writing()
+
+    def _write_trace(self, complete: bool, problem: str | None) -> None:
         profiler, self._profiler = self._profiler, None
         self.labelling = False
         if self.live is not None:
@@ -245,16 +311,20 @@ class Recorder:
             with tempfile.TemporaryDirectory(prefix=".tracekit-", dir=self.config.out_dir) as scratch:
                 raw = Path(scratch) / "trace.json"
                 profiler.export_chrome_trace(str(raw))
+                check_written(raw, self.config.out_dir)
                 gzip_file_atomic(raw, target)
-        except Exception as error:  # noqa: BLE001 - a full disk or a profiler error must not stop training
-            self._fail(f"cannot write {target}: {error}; training continues without this trace")
+        except OSError as error:
+            self._fail(f"cannot write {target}: {describe_os_error(error)}; training continues without this trace")
+            return
+        except Exception as error:  # noqa: BLE001 - a profiler error must not stop training
+            self._fail(f"cannot write {target}: {error!r}; training continues without this trace")
             return
         if problem is not None:
             self._problem(problem)
         try:
             self._write_sidecar("complete" if complete else "partial", trace=name)
         except OSError as error:
-            self._fail(f"cannot write the sidecar of {target}: {error}")
+            self._fail(f"cannot write the sidecar of {target}: {describe_os_error(error)}")
         self._finished = True
 
     def _fail(self, message: str) -> None:
@@ -266,11 +336,12 @@ class Recorder:
             with contextlib.suppress(Exception):
                 self._profiler.stop()
             self._profiler = None
+        self._signals.uninstall()
         self._problem(message)
         with contextlib.suppress(OSError):
-            self._write_sidecar("failed")
+            self._write_sidecar("failed", overwrite=True)
 
-    def _write_sidecar(self, status: RankStatus, trace: str | None = None) -> None:
+    def _write_sidecar(self, status: RankStatus, trace: str | None = None, overwrite: bool = False) -> None:
         meta = RankMeta(
             run_id=self.config.run_id,
             rank=self._rank,
@@ -282,15 +353,20 @@ class Recorder:
             status=status,
             trace=trace,
             problems=tuple(self._problems),
+            collector_problems=hooks.problems(),
+            interrupted_by=self._signals.received,
             steps=RankSteps(
                 requested=(self.config.first_step, self.config.stop_step),
                 captured=(self.config.first_step, self.config.first_step + self._captured),
+                unfinished=self._unfinished_step,
+                last_end_unix_ns=self._last_step_end_unix_ns,
             ),
             schedule=self._schedule,
             started_unix_ns=self._started_unix_ns,
             written_unix_ns=time.time_ns(),
         )
-        write_json_atomic(self.config.out_dir / sidecar_name(self._rank), to_json(meta))
+        write = overwrite_json if overwrite else write_json_atomic
+        write(self.config.out_dir / sidecar_name(self._rank), to_json(meta))
 
 
 def _int_env(name: str) -> int | None:
@@ -401,90 +477,3 @@ def set_current(recorder: Recorder | None) -> Recorder | None:
     global _current
     previous, _current = _current, recorder
     return previous
-
-
-@contextlib.contextmanager
-def step() -> Iterator[None]:
-    """Mark one training step of a custom loop (``with collectors.step(): ...``)."""
-    recorder = current()
-    if recorder is None:
-        yield
-        return
-    recorder.begin_step()
-    try:
-        yield
-    finally:
-        recorder.end_step()
-
-
-def mark(stage: int, kind: str, microbatch: int) -> contextlib.AbstractContextManager[object]:
-    """Label one compute action of a pipeline tracekit does not patch: ``with mark(3, "F", 0): ...``."""
-    if kind not in labels.KINDS:
-        raise ValueError(f"kind must be one of {', '.join(labels.KINDS)}, not {kind!r}")
-    return action_span(stage, kind, microbatch)
-
-
-def mark_pair(
-    forward: tuple[int, int], backward: tuple[int, str, int]
-) -> contextlib.AbstractContextManager[object]:
-    """Label an overlapped F&B chunk: forward (stage, mb), backward (stage, kind, mb); mark its halves inside."""
-    if backward[1] not in ("B", "I"):
-        raise ValueError(f"the backward half of a pair is B or I, not {backward[1]!r}")
-    return pair_span(forward, backward)
-
-
-def mark_comm(op: str) -> contextlib.AbstractContextManager[object]:
-    """Label a wait on pipeline communication: ``with mark_comm("recv"): work.wait()``."""
-    if op not in labels.COMM_OPS:
-        raise ValueError(f"op must be one of {', '.join(labels.COMM_OPS)}, not {op!r}")
-    return comm_span(op)
-
-
-class Capture:
-    """Capture steps of a job from Python: ``with Capture("out", steps=range(1, 3)) as cap: ... cap.step()``.
-
-    Entering patches torch.distributed.pipelining schedules and DualPipe (now or when they are
-    imported), so their ``step()`` calls count as steps and their actions are labelled; custom loops
-    mark steps with ``cap.step()`` and actions with ``mark``. Each rank writes its own files; merge
-    them with ``collectors.write_manifest(out_dir)`` once every rank is done.
-    """
-
-    def __init__(
-        self,
-        out_dir: str | os.PathLike[str],
-        steps: range | str | None = range(1, 3),
-        *,
-        schedule: ScheduleInfo | None = None,
-        patch: bool = True,
-    ) -> None:
-        if isinstance(steps, str):
-            first, stop = parse_steps(steps)
-        elif steps is None:
-            first, stop = 0, None
-        else:
-            if steps.step != 1:
-                raise ValueError("steps must be a contiguous range")
-            first, stop = steps.start, steps.stop
-        self.config = CaptureConfig(Path(out_dir), first, stop, os.environ.get("TRACEKIT_RUN_ID"), schedule)
-        self.recorder = Recorder(self.config)
-        self._patch = patch
-        self._previous: Recorder | None = None
-
-    def __enter__(self) -> Capture:
-        if self._patch:
-            from collectors import hooks
-
-            hooks.install()
-        self._previous = current()  # under tracekit record too: restored on exit
-        set_current(self.recorder)
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.recorder.finish()
-        set_current(self._previous)
-
-    def step(self) -> contextlib.AbstractContextManager[None]:
-        """Mark one training step (a context manager)."""
-        return step()

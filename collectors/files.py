@@ -8,6 +8,7 @@ training job and must never raise into it. Standard library only.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
@@ -16,6 +17,31 @@ import shutil
 import sys
 from pathlib import Path
 from typing import Any
+
+FAULTS: dict[int, str] = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+    errno.ENOTDIR: "a parent of it is not a directory",
+    errno.EISDIR: "it is a directory",
+    errno.EEXIST: "it exists and is not a directory",
+    errno.ENOENT: "no such file or directory",
+}
+"""errno -> how a one-line report names the fault (tracekit's command line uses the same words)."""
+
+
+def describe_errno(number: int | None, fallback: str) -> str:
+    """The few lowercase words naming OS error ``number`` (``no space left on device``)."""
+    if number in FAULTS:
+        return FAULTS[number]
+    return os.strerror(number).lower() if number is not None else fallback
+
+
+def describe_os_error(error: OSError) -> str:
+    """What went wrong, without the temporary file names an OSError's text carries."""
+    return describe_errno(error.errno, str(error))
 
 
 def report(message: str) -> None:
@@ -58,8 +84,26 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
     write_bytes_atomic(path, (json.dumps(payload, indent=2, sort_keys=False) + "\n").encode())
 
 
+def overwrite_json(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` to ``path``, in place if no new file fits (a full disk); raises OSError.
+
+    For the last word of a failing rank: its sidecar already holds blocks that the new text reuses.
+    """
+    data = (json.dumps(payload, indent=2, sort_keys=False) + "\n").encode()
+    try:
+        write_bytes_atomic(path, data)
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT) or not path.is_file():
+            raise
+        with open(path, "r+b") as file:
+            file.write(data)
+            file.truncate()
+
+
 def gzip_file_atomic(source: Path, path: Path) -> None:
     """Gzip ``source`` into ``path`` atomically; raises OSError on failure."""
+    if not source.is_file():
+        raise OSError(errno.ENOENT, "the profiler wrote no trace", str(source))
     temporary = _temporary_beside(path)
     try:
         # Level 6: within a few percent of level 9 on JSON traces, at a fraction of its time.
@@ -69,6 +113,24 @@ def gzip_file_atomic(source: Path, path: Path) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+_MIN_FREE_BYTES = 1 << 16
+"""Below this much free space, a trace the profiler failed to write is put down to a full disk."""
+
+
+def check_written(raw: Path, out_dir: Path) -> None:
+    """OSError when a writer that reports no errors (torch.profiler's exporter) left no ``raw``."""
+    if raw.is_file() and raw.stat().st_size:
+        return
+    try:
+        disk = os.statvfs(out_dir)
+        full = disk.f_bavail * disk.f_frsize < _MIN_FREE_BYTES
+    except OSError:
+        full = False
+    if full:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(raw))
+    raise OSError(errno.EIO, "the profiler wrote no trace file", str(raw))
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from collectors.files import report
 
@@ -31,6 +31,46 @@ PATCHES: dict[str, str] = {
 
 _patched: set[str] = set()
 _ORIGINAL = "__tracekit_original__"
+_problems: list[str] = []
+T = TypeVar("T")
+
+
+def problems() -> tuple[str, ...]:
+    """What the collector met in this process patching or labelling (each rank's sidecar lists them)."""
+    return tuple(_problems)
+
+
+def note_problem(problem: str) -> None:
+    """Record (once) and report a problem the collector met; it goes into the rank's sidecar."""
+    if problem not in _problems:
+        _problems.append(problem)
+        report(problem)
+
+
+class Guard:
+    """A wrapper's own safety switch: after its first failure the wrapper only calls through.
+
+    Labelling reads library internals (keyword names, attributes) that a newer torch or DualPipe
+    may rename; such a failure must never reach the training job.
+    """
+
+    def __init__(self, original: Callable[..., Any]) -> None:
+        self.where = getattr(original, "__qualname__", repr(original))
+        self.on = True
+
+    def attempt(self, compute: Callable[[], T]) -> T | None:
+        """``compute()``, or None once it has raised (labelling of this method is then off for good)."""
+        if not self.on:
+            return None
+        try:
+            return compute()
+        except Exception as error:  # noqa: BLE001 - an unknown library version must not stop training
+            self.on = False
+            note_problem(
+                f"labelling of {self.where} switched off: {error!r} (its library differs from the version "
+                "tracekit knows); its actions are not labelled"
+            )
+            return None
 
 
 def wrap_attribute(owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
@@ -52,7 +92,7 @@ def apply_patch(name: str, module: ModuleType) -> None:
     try:
         importlib.import_module(PATCHES[name]).patch(module)
     except Exception as error:  # noqa: BLE001 - an unexpected library version must not stop training
-        report(f"could not patch {name} ({error!r}); its actions will not be labelled")
+        note_problem(f"could not patch {name} ({error!r}); its actions will not be labelled")
 
 
 class _PatchingLoader(importlib.abc.Loader):

@@ -142,7 +142,12 @@ class RankSteps:
     requested: tuple[int, int | None]
     """The window asked for; stop None keeps every step until the process ends."""
     captured: tuple[int, int]
-    """The steps this rank's trace holds."""
+    """The steps this rank's trace holds: every one of them finished."""
+    unfinished: int | None = None
+    """Window-relative index n of the step (``tracekit:step#n``) that was running when the capture
+    stopped (a signal, an exception); the trace is cut at its start. None when no step was cut."""
+    last_end_unix_ns: int | None = None
+    """When the last captured step ended (wall clock): where a rank that died stopped."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,11 @@ class RankMeta:
     """The trace file's name in the capture directory, once written."""
     problems: tuple[str, ...] = ()
     """What went wrong on this rank, one sentence each."""
+    collector_problems: tuple[str, ...] = ()
+    """Patches or labelling wrappers that failed in this process and were switched off (a library
+    version the collector does not know); the job ran on, those actions unlabelled."""
+    interrupted_by: str | None = None
+    """The signal (``SIGINT``, ``SIGTERM``) that stopped this rank inside its window, if one did."""
     steps: RankSteps | None = None
     """The step window."""
     schedule: ScheduleInfo | None = None
@@ -199,6 +209,22 @@ class RankEntry:
     """The sidecar's status, or ``missing``."""
     problems: tuple[str, ...] = ()
     """Why the rank is incomplete first, then the rank's own problems."""
+    unfinished_step: int | None = None
+    """``RankSteps.unfinished``: the step the trace is cut at, when one was."""
+    interrupted_by: str | None = None
+    """The signal that stopped the rank inside its window, when one did."""
+
+
+@dataclass(frozen=True)
+class Interruption:
+    """A signal ``tracekit record`` received and passed on to the whole job."""
+
+    signal: str
+    """Its name, e.g. ``SIGINT`` (record then exits 130) or ``SIGTERM`` (143)."""
+    received_unix_ns: int
+    """When record received it (wall clock)."""
+    killed_after_grace: bool
+    """True when processes of the job were still alive after the grace time and were killed."""
 
 
 STEPS_NOTE = "tracekit:step#n is job step requested[0] + n (steps count step() calls from 0)"
@@ -253,6 +279,14 @@ class Manifest:
     """Its exit status (128 + signal when killed)."""
     problems: tuple[str, ...] = ()
     """Run-wide problems found while merging (unreadable sidecars, disagreeing ranks...)."""
+    interruption: Interruption | None = None
+    """The signal that stopped the job, when one did."""
+    left_behind: int = 0
+    """Processes the command left running when it exited, stopped by ``tracekit record``."""
+    collector_problems: tuple[str, ...] = ()
+    """Each collector problem (a patch or wrapper switched off), with the ranks it happened on."""
+    earlier_capture: str | None = None
+    """The directory (beside run.json) an earlier capture in the same place was moved into."""
     written_unix_ns: int | None = None
     """When run.json was written (wall clock)."""
 
@@ -301,6 +335,7 @@ __all__ = [
     "MANIFEST_NAME",
     "SIDECAR",
     "SIDECAR_FORMAT",
+    "Interruption",
     "Manifest",
     "MicrobatchPath",
     "RankEntry",

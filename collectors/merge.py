@@ -19,6 +19,7 @@ from collectors.files import read_json, write_json_atomic
 from collectors.manifest import (
     MANIFEST_NAME,
     SIDECAR,
+    Interruption,
     Manifest,
     RankEntry,
     RankMeta,
@@ -26,15 +27,31 @@ from collectors.manifest import (
     SchemaError,
     StageWork,
     parse_rank_meta,
+    trace_name,
 )
 
 T = TypeVar("T")
 
 _WHY_INCOMPLETE: dict[str, str] = {
-    "capturing": "the rank stopped while capturing (it died or was killed); no trace was written",
-    "partial": "the job ended inside the capture window; the trace holds fewer steps than requested",
+    "partial": "the capture stopped inside the window; the trace holds fewer steps than requested",
     "failed": "the collector could not write this rank's trace",
 }
+
+
+def _clock(unix_ns: int | None) -> str:
+    return "?" if unix_ns is None else time.strftime("%H:%M:%S UTC", time.gmtime(unix_ns / 1e9))
+
+
+def _died(meta: RankMeta) -> str:
+    """Why a rank whose sidecar still says ``capturing`` has no trace."""
+    steps = meta.steps
+    done = 0 if steps is None else steps.captured[1] - steps.captured[0]
+    last = None if steps is None else steps.last_end_unix_ns
+    since = f"after its last step ended at {_clock(last)}" if last else f"after its window opened at {_clock(meta.started_unix_ns)}"
+    return (
+        f"the rank (pid {meta.pid} on {meta.host}) died during step #{done} of the window, {since}: "
+        "killed by a signal it could not catch (SIGKILL, the OOM killer) or crashed; its trace is lost"
+    )
 
 
 def _rank_entry(rank: int, meta: RankMeta | None, out_dir: Path) -> RankEntry:
@@ -48,21 +65,45 @@ def _rank_entry(rank: int, meta: RankMeta | None, out_dir: Path) -> RankEntry:
             status="missing",
             problems=("no sidecar: the rank never reached the capture window, or died before it",),
         )
-    exists = meta.trace is not None and (out_dir / meta.trace).is_file()
-    complete = meta.status == "complete" and exists
+    trace, status = meta.trace, meta.status
     problems = list(meta.problems)
-    if meta.status in _WHY_INCOMPLETE:
-        problems.insert(0, _WHY_INCOMPLETE[meta.status])
-    elif not complete:
-        problems.insert(0, f"trace file {meta.trace} is missing")
+    if status == "capturing":
+        # Killed between writing its trace and its sidecar: the trace (written atomically) is whole.
+        written = [name for name in (trace_name(rank, True), trace_name(rank, False)) if (out_dir / name).is_file()]
+        if written:
+            trace = written[0]
+            status = "complete" if trace == trace_name(rank, True) else "partial"
+            problems.insert(0, f"the rank died after writing {trace}, before its sidecar said so")
+        else:
+            problems.insert(0, _died(meta))
+    exists = trace is not None and (out_dir / trace).is_file()
+    complete = status == "complete" and exists
+    if status in _WHY_INCOMPLETE:
+        problems.insert(0, _WHY_INCOMPLETE[status])
+    elif not complete and status != "capturing":
+        problems.insert(0, f"trace file {trace} is missing")
     return RankEntry(
         rank=rank,
         complete=complete,
-        trace=meta.trace if exists else None,
+        trace=trace if exists else None,
         stages=None if meta.schedule is None else meta.schedule.stages,
         host=meta.host,
-        status=meta.status,
+        status=status,
         problems=tuple(problems),
+        unfinished_step=None if meta.steps is None else meta.steps.unfinished,
+        interrupted_by=meta.interrupted_by,
+    )
+
+
+def _collector_problems(metas: dict[int, RankMeta]) -> tuple[str, ...]:
+    """Each distinct collector problem once, with the ranks that met it."""
+    ranks_of: dict[str, list[int]] = {}
+    for rank, meta in sorted(metas.items()):
+        for problem in meta.collector_problems:
+            ranks_of.setdefault(problem, []).append(rank)
+    return tuple(
+        f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}: {problem}"
+        for problem, ranks in ranks_of.items()
     )
 
 
@@ -114,6 +155,8 @@ def build_manifest(
     run_id: str | None = None,
     command: Sequence[str] | None = None,
     exit_code: int | None = None,
+    interruption: Interruption | None = None,
+    left_behind: int = 0,
 ) -> Manifest:
     """The run.json contents for ``out_dir``; sidecars of another ``run_id`` (when given) are ignored."""
     problems: list[str] = []
@@ -154,6 +197,9 @@ def build_manifest(
         command=tuple(command) if command is not None else None,
         exit_code=exit_code,
         problems=tuple(problems),
+        interruption=interruption,
+        left_behind=left_behind,
+        collector_problems=_collector_problems(metas),
         written_unix_ns=time.time_ns(),
     )
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from collectors import capture
 from collectors.files import report
-from collectors.hooks import wrap_attribute
+from collectors.hooks import Guard, note_problem, wrap_attribute
 from collectors.manifest import MicrobatchPath, ScheduleInfo
 from collectors.patch_torch import p2p_direction
 from collectors.work import stage_work
@@ -76,91 +76,125 @@ def describe(pipe: Any, num_chunks: int) -> ScheduleInfo:
     )
 
 
+def _begin(pipe: Any, num_chunks: int) -> bool:
+    pipe._tracekit_half_chunks = num_chunks // 2
+    pipe._tracekit_pending_weights = deque()
+    return True
+
+
 def _step(original: Callable[..., Any]) -> Callable[..., Any]:
+    guard = Guard(original)
+
     def step(self: Any, *inputs: Any, **kwargs: Any) -> Any:
         recorder = capture.current()
         if recorder is None:
             return original(self, *inputs, **kwargs)
         num_chunks = kwargs.get("num_chunks", 0)
-        self._tracekit_half_chunks = num_chunks // 2
-        self._tracekit_pending_weights = deque()
+        guard.attempt(lambda: _begin(self, num_chunks))
         recorder.begin_step(lambda: describe(self, num_chunks))
         try:
-            return original(self, *inputs, **kwargs)
-        finally:
-            recorder.end_step()
+            result = original(self, *inputs, **kwargs)
+        except BaseException as error:
+            recorder.end_step(error)
+            raise
+        recorder.end_step()
+        return result
 
     return step
 
 
-def _forward(original: Callable[..., Any]) -> Callable[..., Any]:
-    def _forward_compute_chunk(self: Any, phase: int) -> Any:
+def _labelled(original: Callable[..., Any], label_of: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` inside the span ``label_of(self, *args, **kwargs)`` while watching (guarded).
+
+    The wrapper passes any arguments through: a newer DualPipe may call its methods differently.
+    """
+    guard = Guard(original)
+
+    def labelled(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not capture.watching():
-            return original(self, phase)
-        stage, microbatch = position(self, phase, self.current_f_chunk_id)
-        with capture.action_span(stage, "F", microbatch):
-            return original(self, phase)
+            return original(self, *args, **kwargs)
+        label = guard.attempt(lambda: label_of(self, *args, **kwargs))
+        if label is None:
+            return original(self, *args, **kwargs)
+        with label:
+            return original(self, *args, **kwargs)
 
-    return _forward_compute_chunk
-
-
-def _backward(original: Callable[..., Any]) -> Callable[..., Any]:
-    def _backward_compute_chunk(self: Any, phase: int, enable_zb: bool = False) -> Any:
-        if self.forward_only or not capture.watching():
-            return original(self, phase, enable_zb)
-        stage, microbatch = position(self, phase, self.current_b_chunk_id)
-        if enable_zb:
-            self._tracekit_pending_weights.append((stage, microbatch))
-        with capture.action_span(stage, "I" if enable_zb else "B", microbatch):
-            return original(self, phase, enable_zb)
-
-    return _backward_compute_chunk
+    return labelled
 
 
-def _forward_backward(original: Callable[..., Any]) -> Callable[..., Any]:
-    def _forward_backward_compute_chunk(self: Any, phase0: int, phase1: int) -> Any:
-        if self.forward_only or not capture.watching():
-            return original(self, phase0, phase1)
-        forward = position(self, phase0, self.current_f_chunk_id)
-        backward_stage, backward_microbatch = position(self, phase1, self.current_b_chunk_id)
-        with capture.pair_span(forward, (backward_stage, "B", backward_microbatch)):
-            return original(self, phase0, phase1)
+def _forward_label(pipe: Any, phase: int) -> Any:
+    stage, microbatch = position(pipe, phase, pipe.current_f_chunk_id)
+    return capture.action_span(stage, "F", microbatch)
 
-    return _forward_backward_compute_chunk
+
+def _backward_label(pipe: Any, phase: int, enable_zb: bool = False) -> Any:
+    if pipe.forward_only:
+        return None
+    stage, microbatch = position(pipe, phase, pipe.current_b_chunk_id)
+    if enable_zb:
+        pipe._tracekit_pending_weights.append((stage, microbatch))
+    return capture.action_span(stage, "I" if enable_zb else "B", microbatch)
+
+
+def _pair_label(pipe: Any, phase0: int, phase1: int) -> Any:
+    if pipe.forward_only:
+        return None
+    forward = position(pipe, phase0, pipe.current_f_chunk_id)
+    backward_stage, backward_microbatch = position(pipe, phase1, pipe.current_b_chunk_id)
+    return capture.pair_span(forward, (backward_stage, "B", backward_microbatch))
+
+
+def _comm_label(pipe: Any) -> Any:
+    return capture.comm_span(p2p_direction(pipe.comm_ops)) if pipe.comm_ops else None
+
+
+def _weight_label(pipe: Any) -> Any:
+    if not pipe._tracekit_pending_weights:
+        report("DualPipe ran a weight chunk with no pending backward-for-inputs; left unlabelled")
+        return None
+    stage, microbatch = pipe._tracekit_pending_weights.popleft()
+    return capture.action_span(stage, "W", microbatch)
 
 
 def _weight(original: Callable[..., Any]) -> Callable[..., Any]:
-    def _weight_chunk(self: Any) -> Any:
-        if self.forward_only or not capture.watching():
-            return original(self)
+    guard = Guard(original)
+
+    def _weight_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not capture.watching():
+            return original(self, *args, **kwargs)
+        wait = guard.attempt(lambda: None if self.forward_only else self._commit_and_wait_comm)
+        if wait is None:
+            return original(self, *args, **kwargs)
         # The original waits on pending p2p work first; do it here so the wait is not inside W.
-        self._commit_and_wait_comm()
-        if not self._tracekit_pending_weights:
-            report("DualPipe ran a weight chunk with no pending backward-for-inputs; left unlabelled")
-            return original(self)
-        stage, microbatch = self._tracekit_pending_weights.popleft()
-        with capture.action_span(stage, "W", microbatch):
-            return original(self)
+        # Outside the guard: a failing wait is the job's own error and must reach it.
+        wait()
+        label = guard.attempt(lambda: _weight_label(self))
+        if label is None:
+            return original(self, *args, **kwargs)
+        with label:
+            return original(self, *args, **kwargs)
 
     return _weight_chunk
-
-
-def _commit_and_wait(original: Callable[..., Any]) -> Callable[..., Any]:
-    def _commit_and_wait_comm(self: Any) -> Any:
-        if not self.comm_ops or not capture.watching():
-            return original(self)
-        with capture.comm_span(p2p_direction(self.comm_ops)):
-            return original(self)
-
-    return _commit_and_wait_comm
 
 
 def patch(module: ModuleType) -> None:
     """Label DualPipe's steps, actions and p2p waits (idempotent)."""
     pipe = module.DualPipe
-    wrap_attribute(pipe, "step", _step)
-    wrap_attribute(pipe, "_forward_compute_chunk", _forward)
-    wrap_attribute(pipe, "_backward_compute_chunk", _backward)
-    wrap_attribute(pipe, "_forward_backward_compute_chunk", _forward_backward)
-    wrap_attribute(pipe, "_weight_chunk", _weight)
-    wrap_attribute(pipe, "_commit_and_wait_comm", _commit_and_wait)
+    wrappers: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
+        "step": _step,
+        "_weight_chunk": _weight,
+        **{
+            name: (lambda original, label_of=label_of: _labelled(original, label_of))
+            for name, label_of in (
+                ("_forward_compute_chunk", _forward_label),
+                ("_backward_compute_chunk", _backward_label),
+                ("_forward_backward_compute_chunk", _pair_label),
+                ("_commit_and_wait_comm", _comm_label),
+            )
+        },
+    }
+    for name, make in wrappers.items():
+        if hasattr(pipe, name):
+            wrap_attribute(pipe, name, make)
+        else:
+            note_problem(f"DualPipe has no {name} (a version tracekit does not know): not labelled")

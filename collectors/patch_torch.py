@@ -29,7 +29,7 @@ from typing import Any
 import torch.distributed as dist
 
 from collectors import capture
-from collectors.hooks import wrap_attribute
+from collectors.hooks import Guard, wrap_attribute
 from collectors.work import stage_work
 from collectors.manifest import MicrobatchPath, ScheduleInfo
 
@@ -62,39 +62,35 @@ def p2p_direction(p2p_ops: list[Any]) -> str:
     return "send" if kinds == {dist.isend} else "recv" if kinds == {dist.irecv} else "sendrecv"
 
 
-def _forward(original: Callable[..., Any]) -> Callable[..., Any]:
-    def forward_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
+def _spanned(original: Callable[..., Any], span_of: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` inside ``span_of(self, *args, **kwargs)`` while watching; the span is guarded."""
+    guard = Guard(original)
+
+    def spanned(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not capture.watching():
             return original(self, *args, **kwargs)
-        chunk = args[0] if args else kwargs["fwd_chunk_id"]
-        with capture.action_span(self.stage_index, "F", chunk):
+        span = guard.attempt(lambda: span_of(self, *args, **kwargs))
+        if span is None:
+            return original(self, *args, **kwargs)
+        with span:
             return original(self, *args, **kwargs)
 
-    return forward_one_chunk
+    return spanned
 
 
-def _backward(original: Callable[..., Any]) -> Callable[..., Any]:
-    def backward_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not capture.watching():
-            return original(self, *args, **kwargs)
-        # Signature: (bwd_chunk_id, loss=None, full_backward=True, last_backward=False).
-        chunk = args[0] if args else kwargs["bwd_chunk_id"]
-        full = kwargs.get("full_backward", args[2] if len(args) > 2 else True)
-        with capture.action_span(self.stage_index, "B" if full else "I", chunk):
-            return original(self, *args, **kwargs)
-
-    return backward_one_chunk
+def _forward_span(self: Any, *args: Any, **kwargs: Any) -> Any:
+    return capture.action_span(self.stage_index, "F", args[0] if args else kwargs["fwd_chunk_id"])
 
 
-def _backward_weight(original: Callable[..., Any]) -> Callable[..., Any]:
-    def backward_weight_one_chunk(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not capture.watching():
-            return original(self, *args, **kwargs)
-        chunk = args[0] if args else kwargs["bwd_chunk_id"]
-        with capture.action_span(self.stage_index, "W", chunk):
-            return original(self, *args, **kwargs)
+def _backward_span(self: Any, *args: Any, **kwargs: Any) -> Any:
+    # Signature: (bwd_chunk_id, loss=None, full_backward=True, last_backward=False).
+    chunk = args[0] if args else kwargs["bwd_chunk_id"]
+    full = kwargs.get("full_backward", args[2] if len(args) > 2 else True)
+    return capture.action_span(self.stage_index, "B" if full else "I", chunk)
 
-    return backward_weight_one_chunk
+
+def _backward_weight_span(self: Any, *args: Any, **kwargs: Any) -> Any:
+    return capture.action_span(self.stage_index, "W", args[0] if args else kwargs["bwd_chunk_id"])
 
 
 def describe(schedule: Any) -> ScheduleInfo:
@@ -129,30 +125,45 @@ def _step(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, *args, **kwargs)
         recorder.begin_step(lambda: describe(self))
         try:
-            return original(self, *args, **kwargs)
-        finally:
-            recorder.end_step()
+            result = original(self, *args, **kwargs)
+        except BaseException as error:
+            recorder.end_step(error)
+            raise
+        recorder.end_step()
+        return result
 
     return step
 
 
+def _tagged(works: list[Any], p2p_ops: list[Any]) -> _TaggedWorks:
+    tagged = _TaggedWorks(works)
+    tagged.op = p2p_direction(p2p_ops)
+    return tagged
+
+
 def _batch_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
+    guard = Guard(original)
+
     def batch_p2p(p2p_ops: list[dist.P2POp], *args: Any, **kwargs: Any) -> Any:
         works = original(p2p_ops, *args, **kwargs)
         if not capture.watching() or not works:
             return works
-        tagged = _TaggedWorks(works)
-        tagged.op = p2p_direction(p2p_ops)
-        return tagged
+        tagged = guard.attempt(lambda: _tagged(works, p2p_ops))
+        return works if tagged is None else tagged
 
     return batch_p2p
 
 
 def _wait_batch_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
+    guard = Guard(original)
+
     def wait_batch_p2p(work: list[dist.Work]) -> Any:
         if not work or not capture.watching():
             return original(work)
-        with capture.comm_span(getattr(work, "op", "wait")):
+        span = guard.attempt(lambda: capture.comm_span(getattr(work, "op", "wait")))
+        if span is None:
+            return original(work)
+        with span:
             return original(work)
 
     return wait_batch_p2p
@@ -164,17 +175,22 @@ def _nested(outer: Any, inner: Any) -> Iterator[None]:
         yield
 
 
+def _pair_span(name: str) -> Any:
+    match = _PP_PAIR.match(name) if name.startswith("PP:(") else None
+    if match is None:
+        return None
+    return capture.pair_span((int(match[1]), int(match[2])), (int(match[3]), match[4], int(match[5])))
+
+
 def _record_function(original: Callable[..., Any]) -> Callable[..., Any]:
+    guard = Guard(original)
+
     def record_function_with_pairs(name: str, *args: Any, **kwargs: Any) -> Any:
         span = original(name, *args, **kwargs)
-        if not name.startswith("PP:(") or not capture.watching():
+        if not capture.watching():
             return span
-        match = _PP_PAIR.match(name)
-        if match is None:
-            return span
-        forward = (int(match[1]), int(match[2]))
-        backward = (int(match[3]), match[4], int(match[5]))
-        return _nested(span, capture.pair_span(forward, backward))
+        pair = guard.attempt(lambda: _pair_span(name))
+        return span if pair is None else _nested(span, pair)
 
     return record_function_with_pairs
 
@@ -182,9 +198,12 @@ def _record_function(original: Callable[..., Any]) -> Callable[..., Any]:
 def patch(schedules: ModuleType) -> None:
     """Label the actions, steps and waits of torch.distributed.pipelining (idempotent)."""
     stage_base = importlib.import_module("torch.distributed.pipelining.stage")._PipelineStageBase
-    wrap_attribute(stage_base, "forward_one_chunk", _forward)
-    wrap_attribute(stage_base, "backward_one_chunk", _backward)
-    wrap_attribute(stage_base, "backward_weight_one_chunk", _backward_weight)
+    for name, span_of in (
+        ("forward_one_chunk", _forward_span),
+        ("backward_one_chunk", _backward_span),
+        ("backward_weight_one_chunk", _backward_weight_span),
+    ):
+        wrap_attribute(stage_base, name, lambda original, span_of=span_of: _spanned(original, span_of))
     for value in list(vars(schedules).values()):
         if (
             isinstance(value, type)

@@ -60,6 +60,11 @@ STAGES: dict[str, dict[str, list[int]]] = {
 }
 
 
+CELLS = {"1f1b": RANKS * MICROBATCHES, "dualpipev": 2 * RANKS * MICROBATCHES, "deepseek-dualpipe": RANKS * MICROBATCHES}
+"""(stage, micro-batch) cells per step: DualPipeV runs every micro-batch through 2P stages; DualPipe
+runs half of them through each direction's P stages."""
+
+
 def _actions(run: Recorded) -> pl.DataFrame:
     return realized_actions(load_run(run.out_dir, workers=1))
 
@@ -128,9 +133,12 @@ def test_each_stage_and_microbatch_runs_forward_and_backward_once(
         .agg(pl.col("kind").str.join(""))
     )
 
+    assert len(on_a_path) == CELLS[schedule]
+    assert runs.height == 2 * len(on_a_path)  # two steps, each (stage, micro-batch) once per step
     for step in (0, 1):
         assert set(runs.filter(pl.col("step") == step).select("stage", "microbatch").iter_rows()) == on_a_path
-    assert set(runs["kind"].to_list()) <= {"FB", "FIW"}
+    kinds = set(runs["kind"].to_list())
+    assert kinds and kinds <= {"FB", "FIW"}, kinds
 
 
 def test_overlapped_pairs_are_marked(captured_run: Callable[[str], Recorded]) -> None:
@@ -140,21 +148,6 @@ def test_overlapped_pairs_are_marked(captured_run: Callable[[str], Recorded]) ->
 
     assert overlapped.height > 0 and overlapped.height % 2 == 0
     assert overlapped["kind"].value_counts().sort("kind")["count"].to_list() == [overlapped.height // 2] * 2
-
-
-def test_unwritable_out_dir_runs_the_job_without_capture(tmp_path: Path) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
-    job = [
-        sys.executable,
-        "-c",
-        "import os; print('trained, TRACEKIT_OUT =', os.environ.get('TRACEKIT_OUT'))",
-    ]
-
-    run = record(blocker / "traces", job)
-
-    assert run.exit_code == 0 and "trained, TRACEKIT_OUT = None" in run.stdout
-    assert len(re.findall(r"tracekit: cannot write to ", run.stderr)) == 1, run.stderr[-3000:]
 
 
 def test_rank_that_cannot_write_reports_it_and_trains_on(tmp_path: Path) -> None:
@@ -175,26 +168,6 @@ def test_rank_that_cannot_write_reports_it_and_trains_on(tmp_path: Path) -> None
     # Ranks share stderr: search the whole text rather than trusting line boundaries.
     reporting = sorted(re.findall(r"tracekit: rank (\d+): cannot write to ", done.stderr))
     assert reporting == ["0", "1"], done.stderr[-3000:]
-
-
-def test_killed_rank_is_marked_incomplete(tmp_path: Path) -> None:
-    job = example_job("1f1b", "--crash-rank", "1", "--crash-step", "1", ranks=2, microbatches=4)
-
-    run = record(tmp_path, job)
-
-    manifest = _manifest(tmp_path)
-    assert run.exit_code == manifest["exit_code"] == 1
-    assert not manifest["complete"] and manifest["world_size"] == 2
-    killed = manifest["ranks"][1]
-    assert (killed["complete"], killed["status"], killed["trace"]) == (False, "capturing", None)
-    assert "died or was killed" in killed["problems"][0]
-    # The survivor may finish its window or be cut short by its peer's death (timing decides); either
-    # way only complete ranks have a file named like a complete trace.
-    complete = {f"rank{entry['rank']}.json.gz" for entry in manifest["ranks"] if entry["complete"]}
-    traces = {path.name for path in tmp_path.glob("rank*.json.gz")}
-    assert {name for name in traces if ".partial." not in name} == complete
-    partial = {entry["trace"] for entry in manifest["ranks"] if entry["status"] == "partial"}
-    assert {name for name in traces if ".partial." in name} == partial
 
 
 def test_record_returns_the_command_exit_code(tmp_path: Path) -> None:

@@ -46,7 +46,8 @@ def test_ranks_are_complete_only_with_a_complete_sidecar_and_a_trace(tmp_path: P
     manifest = build_manifest(tmp_path, run_id="run")
 
     assert [entry.complete for entry in manifest.ranks] == [True, False, False]
-    assert "died or was killed" in manifest.ranks[1].problems[0]
+    assert "died during step #2 of the window" in manifest.ranks[1].problems[0]
+    assert "killed by a signal it could not catch" in manifest.ranks[1].problems[0]
     assert "never reached the capture window" in manifest.ranks[2].problems[0]
     assert manifest.rank_to_stages == {0: (0,), 1: (1,)} and not manifest.complete
 

@@ -11,30 +11,19 @@ Not for the trace cache (``tracekit.trace.run``) nor for the collectors' files
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
 
+from collectors.files import describe_errno
 from tracekit.errors import TracekitError
 
 _POLARS_OS_ERROR = re.compile(r"\(os error (?P<errno>\d+)\)(?::\s*(?P<path>\S.*))?$")
 """polars reports I/O failures as OSError("Not a directory (os error 20): PATH"), without errno."""
 
-_FAULTS: dict[int, str] = {
-    errno.ENOSPC: "no space left on device",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted",
-    errno.EROFS: "read-only file system",
-    errno.ENOTDIR: "a parent of it is not a directory",
-    errno.EISDIR: "it is a directory",
-    errno.EEXIST: "it exists and is not a directory",
-    errno.ENOENT: "no such file or directory",
-}
-"""errno -> how the one-line message names the fault."""
+
 
 
 def _errno_of(error: OSError) -> int | None:
@@ -46,12 +35,7 @@ def _errno_of(error: OSError) -> int | None:
 
 def fault(error: OSError) -> str:
     """What went wrong, in a few lowercase words (``no space left on device``)."""
-    number = _errno_of(error)
-    if number in _FAULTS:
-        return _FAULTS[number]
-    if number is not None:
-        return os.strerror(number).lower()
-    return str(error)
+    return describe_errno(_errno_of(error), str(error))
 
 
 def os_error_message(error: OSError) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 import polars as pl
 
-from collectors.launch import record
+from collectors.launch import STOP_GRACE_S, record
 from collectors.manifest import Manifest
 from collectors.window import DEFAULT_STEPS, parse_steps
 from tracekit.cli.live import live_options, live_result, options_from
@@ -52,6 +52,14 @@ def _rank_table(manifest: Manifest) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=_RANK_COLUMNS)
 
 
+def _interruption_lines(manifest: Manifest) -> tuple[str, ...]:
+    stop = manifest.interruption
+    if stop is None:
+        return ()
+    how = "killed after the grace time" if stop.killed_after_grace else "stopped within the grace time"
+    return (f"interrupted by {stop.signal}: the job was {how}; steps that did not finish are not counted",)
+
+
 @click.command("record", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option(
     "--out",
@@ -68,6 +76,14 @@ def _rank_table(manifest: Manifest) -> pl.DataFrame:
     help="Steps to capture: A:B (half-open, 0-based; a step is one call of a schedule's step()), A: or all. "
     "The default skips step 0, which carries one-off set-up work.",
 )
+@click.option(
+    "--stop-grace",
+    "grace_s",
+    type=click.FloatRange(min=0),
+    default=STOP_GRACE_S,
+    show_default=True,
+    help="Seconds the job gets to write its traces after Ctrl-C or SIGTERM before it is killed.",
+)
 @live_options
 @format_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -76,6 +92,7 @@ def command(
     ctx: click.Context,
     out_dir: Path,
     steps: str,
+    grace_s: float,
     fmt: Format,
     command: tuple[str, ...],
     live: bool,
@@ -92,7 +109,7 @@ def command(
         emit(live_result(outcome, out_dir), fmt)
         ctx.exit(outcome.exit_code)
     try:
-        outcome = record(command, out_dir, steps)
+        outcome = record(command, out_dir, steps, grace_s)
     except OSError as error:
         raise TracekitError(f"cannot run {command[0]!r}: {error.strerror or error}") from None
     if outcome.manifest is not None:
@@ -102,5 +119,6 @@ def command(
             f"{out_dir}: {complete} of {manifest.world_size} ranks captured (exit status {outcome.exit_code})"
         )
         table = Table(title=title, frame=_rank_table(manifest), name="ranks")
-        emit(Result(payload=manifest.to_json(), tables=(table,), warnings=manifest.problems), fmt)
+        warnings = manifest.problems + manifest.collector_problems + _interruption_lines(manifest)
+        emit(Result(payload=manifest.to_json(), tables=(table,), warnings=warnings), fmt)
     ctx.exit(outcome.exit_code)

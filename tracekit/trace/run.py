@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 import polars as pl
@@ -29,7 +30,10 @@ import polars as pl
 from collectors.manifest import MANIFEST_NAME, SIDECAR, Manifest, SchemaError, parse_manifest
 from tracekit.errors import TracekitError
 from tracekit.trace.kineto import TraceInfo, read_trace
+from tracekit.trace.provenance import check_one_capture, cut_points, cut_warning, read_sidecars
 from tracekit.trace.schema import EVENT_SCHEMA, EVENT_SCHEMA_VERSION, empty_events, validate_events
+
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
 CACHE_DIR_NAME = ".tracekit-cache"
 _TRACE_SUFFIXES = (".json", ".json.gz")
@@ -50,6 +54,11 @@ class Run:
     """The collector's run.json (validated); None for traces captured by other tools."""
     missing_ranks: tuple[int, ...]
     warnings: tuple[str, ...] = field(default=())
+    cut_ns: tuple[int | None, ...] = field(default=())
+    """Per present rank (``traces`` order): events starting at or after this time belong to a step
+    that did not finish and are left out of every table; None keeps the whole trace."""
+    cut_off: bool = False
+    """True when a rank's collector sidecar says its capture stopped early (partial or failed)."""
 
     @cached_property
     def events(self) -> pl.DataFrame:
@@ -58,8 +67,8 @@ class Run:
         Analyses that go rank by rank use ``rank_events`` instead, so memory stays one rank's worth.
         """
         frames = [
-            validate_events(pl.read_parquet(table), str(trace.path))
-            for table, trace in zip(self.tables, self.traces)
+            self._uncut(validate_events(pl.read_parquet(table), str(trace.path)), index)
+            for index, (table, trace) in enumerate(zip(self.tables, self.traces))
         ]
         events = pl.concat(frames)
         assert dict(events.schema) == EVENT_SCHEMA
@@ -68,7 +77,12 @@ class Run:
     def rank_events(self, rank: int) -> pl.LazyFrame:
         """One rank's events as a lazy scan of its cached table: filter and select before collecting."""
         index = self.ranks.index(rank)
-        return pl.scan_parquet(self.tables[index])
+        return self._uncut(pl.scan_parquet(self.tables[index]), index)
+
+    def _uncut(self, events: FrameT, index: int) -> FrameT:
+        """``events`` of rank ``traces[index]`` without those of a step that did not finish."""
+        cut = self.cut_ns[index] if index < len(self.cut_ns) else None
+        return events if cut is None else events.filter(pl.col("start_ns") < cut)
 
     def restricted(self, categories: tuple[str, ...]) -> Run:
         """The same run whose ``events`` hold only these Kineto categories (read rank by rank, filtered).
@@ -91,7 +105,7 @@ class Run:
     def partial(self) -> bool:
         """True when ranks are missing or a rank's capture was incomplete: figures cover part of the job."""
         incomplete = self.manifest is not None and not self.manifest.complete
-        return bool(self.missing_ranks) or incomplete
+        return bool(self.missing_ranks) or incomplete or self.cut_off or any(self.cut_ns)
 
 
 def trace_files(root: Path) -> list[Path]:
@@ -260,7 +274,10 @@ def load_run(
         on_start(len(files))
     results = ingest(files, _cache_dir(root), workers, on_file)
     infos = [info for _, info in results]
+    metas = read_sidecars(files)
+    check_one_capture(metas, manifest, root)
     world_size = _check_one_run(infos, manifest, root)
+    cuts = cut_points(metas, {path: table for path, (table, _) in zip(files, results)})
 
     order = sorted(range(len(results)), key=lambda index: infos[index].rank)
     for index in order:
@@ -280,6 +297,14 @@ def load_run(
                 f"{root}: rank {entry.rank} did not complete its capture: "
                 f"{'; '.join(entry.problems) or entry.status}"
             )
+    cut_off = False
+    for path, meta in sorted(metas.items()):
+        if meta.status in ("partial", "failed"):
+            cut_off = True
+            if manifest is None:
+                warnings.append(f"{root}: rank {meta.rank} did not complete its capture: {meta.status}")
+        if path in cuts:
+            warnings.append(cut_warning(cuts[path], meta, root))
     return Run(
         root=root,
         tables=tuple(results[i][0] for i in order),
@@ -288,6 +313,8 @@ def load_run(
         manifest=manifest,
         missing_ranks=missing,
         warnings=tuple(warnings),
+        cut_ns=tuple(cuts[files[i]].start_ns if files[i] in cuts else None for i in order),
+        cut_off=cut_off,
     )
 
 

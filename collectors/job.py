@@ -1,0 +1,158 @@
+"""Run a job's command the way a shell runs it: signals reach the whole job, and nothing outlives it.
+
+``run_job`` starts the command in its own process group and (on Linux) makes this process the
+subreaper of everything the command starts, so a rank whose launcher dies is re-parented here
+rather than to PID 1. SIGINT, SIGTERM and SIGHUP sent to this process are passed to the job's
+process group (a terminal's Ctrl-C reaches only this process, since the job has a group of its
+own); the job then has ``grace_s`` seconds to wind down (the collector writes what each rank
+captured), after which every process still alive is killed. A second signal kills at once. When the
+command exits by itself but leaves processes behind, they get ``grace_s`` seconds, then SIGTERM,
+then ``grace_s`` more, then SIGKILL.
+
+The job runs in a background process group: it cannot read from the terminal. Not for the
+capture itself (``collectors.launch``). Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from collectors.manifest import Interruption
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals passed on to the job."""
+
+_PR_SET_CHILD_SUBREAPER = 36
+_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """How the job ended."""
+
+    exit_code: int
+    """The command's exit status (128 + N for a signal N), or the interruption's when interrupted."""
+    interruption: Interruption | None
+    left_behind: int
+    """Processes still running after the command exited by itself, stopped here."""
+
+
+def _become_subreaper() -> bool:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _descendants() -> list[int]:
+    """Every process below this one (Linux /proc; empty elsewhere)."""
+    found: list[int] = []
+    pending = [os.getpid()]
+    while pending:
+        pid = pending.pop()
+        for children in Path(f"/proc/{pid}/task").glob("*/children"):
+            with contextlib.suppress(OSError, ValueError):
+                for child in map(int, children.read_text().split()):
+                    found.append(child)
+                    pending.append(child)
+    return found
+
+
+class _Job:
+    """The running job: its process group, what signals came, and who is left to reap."""
+
+    def __init__(self, command: Sequence[str], env: dict[str, str] | None, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self.subreaper = _become_subreaper()
+        # process_group=0: the job leads a group of its own, so signals can be sent to all of it.
+        self.process = subprocess.Popen(list(command), env=env, process_group=0)
+        self.signals: list[tuple[signal.Signals, int]] = []
+        self.killed = False
+
+    def on_signal(self, number: int, _frame: FrameType | None) -> None:
+        self.signals.append((signal.Signals(number), time.time_ns()))
+        self.send(signal.SIGKILL if len(self.signals) > 1 else signal.Signals(number))
+        self.killed = self.killed or len(self.signals) > 1
+
+    def send(self, number: signal.Signals) -> None:
+        """Send ``number`` to the job's process group and, after a kill, to every process below this one."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, number)
+        if number in (signal.SIGKILL, signal.SIGTERM) and self.subreaper:
+            for pid in _descendants():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, number)
+
+    def reap(self) -> bool:
+        """Collect exited processes; True while any process of the job is alive."""
+        if not self.subreaper:
+            if self.process.poll() is None:
+                return True
+            try:
+                os.killpg(self.process.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                return False
+            return True
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == 0:
+                return True
+            if pid == self.process.pid:
+                self.process.returncode = os.waitstatus_to_exitcode(status)
+
+    def wait(self) -> JobOutcome:
+        """Wait for the job and everything it started, within the bounds of the module docstring."""
+        left_behind = 0
+        leftover_deadlines: list[float] = []
+        while self.reap():
+            now = time.monotonic()
+            if self.signals:
+                first_ns = self.signals[0][1]
+                if not self.killed and time.time_ns() - first_ns > self.grace_s * 1e9:
+                    self.send(signal.SIGKILL)
+                    self.killed = True
+            elif self.process.returncode is not None:
+                if not leftover_deadlines:
+                    left_behind = len(_descendants()) if self.subreaper else 1
+                    leftover_deadlines = [now + self.grace_s, now + 2 * self.grace_s]
+                elif now > leftover_deadlines[-1]:
+                    self.send(signal.SIGKILL)
+                    leftover_deadlines = [float("inf")]
+                elif len(leftover_deadlines) == 2 and now > leftover_deadlines[0]:
+                    self.send(signal.SIGTERM)
+                    leftover_deadlines = leftover_deadlines[1:]
+            time.sleep(_POLL_S)
+        if self.process.returncode is None:
+            self.process.wait()
+        if self.signals:
+            number, received_ns = self.signals[0]
+            # What a shell reports for a command stopped by the signal: 130 for SIGINT, 143 for SIGTERM.
+            return JobOutcome(128 + number, Interruption(number.name, received_ns, self.killed), left_behind)
+        code = self.process.returncode
+        return JobOutcome(128 - code if code < 0 else code, None, left_behind)
+
+
+def run_job(command: Sequence[str], env: dict[str, str] | None, grace_s: float) -> JobOutcome:
+    """Run ``command`` to its end (see the module docstring); raises OSError if it cannot start."""
+    job = _Job(command, env, grace_s)
+    previous = {}
+    with contextlib.suppress(ValueError):  # not the main thread: signals stay where they were
+        for number in FORWARDED:
+            previous[number] = signal.signal(number, job.on_signal)
+    try:
+        return job.wait()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
