@@ -53,17 +53,22 @@ def _become_subreaper() -> bool:
         return False
 
 
-def _descendants() -> list[int]:
-    """Every process below this one (Linux /proc; empty elsewhere)."""
+def _children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (Linux /proc; empty elsewhere)."""
     found: list[int] = []
-    pending = [os.getpid()]
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            found += map(int, children.read_text().split())
+    return found
+
+
+def _descendants(roots: list[int]) -> list[int]:
+    """``roots`` and every process below them."""
+    found, pending = [], list(roots)
     while pending:
         pid = pending.pop()
-        for children in Path(f"/proc/{pid}/task").glob("*/children"):
-            with contextlib.suppress(OSError, ValueError):
-                for child in map(int, children.read_text().split()):
-                    found.append(child)
-                    pending.append(child)
+        found.append(pid)
+        pending += _children(pid)
     return found
 
 
@@ -73,6 +78,8 @@ class _Job:
     def __init__(self, command: Sequence[str], env: dict[str, str] | None, grace_s: float) -> None:
         self.grace_s = grace_s
         self.subreaper = _become_subreaper()
+        # Children this process had before the job (e.g. a live aggregator) are none of the job's.
+        self.others = set(_children(os.getpid()))
         # process_group=0: the job leads a group of its own, so signals can be sent to all of it.
         self.process = subprocess.Popen(list(command), env=env, process_group=0)
         self.signals: list[tuple[signal.Signals, int]] = []
@@ -83,34 +90,42 @@ class _Job:
         self.send(signal.SIGKILL if len(self.signals) > 1 else signal.Signals(number))
         self.killed = self.killed or len(self.signals) > 1
 
+    def adopted(self) -> list[int]:
+        """Processes of the job whose parent died: as subreaper, they are now this process's children."""
+        return [pid for pid in _children(os.getpid()) if pid not in self.others and pid != self.process.pid]
+
+    def processes(self) -> list[int]:
+        """Every live process of the job: the command, what it started, and what was adopted."""
+        roots = self.adopted() + ([self.process.pid] if self.process.returncode is None else [])
+        return _descendants(roots)
+
     def send(self, number: signal.Signals) -> None:
-        """Send ``number`` to the job's process group and, after a kill, to every process below this one."""
+        """Send ``number`` to the job's process group and, to stop it, to each of its processes."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, number)
         if number in (signal.SIGKILL, signal.SIGTERM) and self.subreaper:
-            for pid in _descendants():
+            for pid in self.processes():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, number)
 
     def reap(self) -> bool:
-        """Collect exited processes; True while any process of the job is alive."""
+        """Collect exited processes of the job; True while any of them is alive."""
+        alive = self.process.poll() is None
         if not self.subreaper:
-            if self.process.poll() is None:
+            if alive:
                 return True
             try:
                 os.killpg(self.process.pid, 0)
             except (ProcessLookupError, PermissionError):
                 return False
             return True
-        while True:
+        for pid in self.adopted():
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                done, _status = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
-                return False
-            if pid == 0:
-                return True
-            if pid == self.process.pid:
-                self.process.returncode = os.waitstatus_to_exitcode(status)
+                continue
+            alive = alive or done == 0
+        return alive
 
     def wait(self) -> JobOutcome:
         """Wait for the job and everything it started, within the bounds of the module docstring."""
@@ -125,7 +140,7 @@ class _Job:
                     self.killed = True
             elif self.process.returncode is not None:
                 if not leftover_deadlines:
-                    left_behind = len(_descendants()) if self.subreaper else 1
+                    left_behind = len(self.processes()) if self.subreaper else 1
                     leftover_deadlines = [now + self.grace_s, now + 2 * self.grace_s]
                 elif now > leftover_deadlines[-1]:
                     self.send(signal.SIGKILL)

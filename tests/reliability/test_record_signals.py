@@ -164,3 +164,16 @@ def test_a_job_that_ignores_the_signal_is_killed_after_the_grace_time(tmp_path: 
         "received_unix_ns": manifest(tmp_path)["interruption"]["received_unix_ns"],
         "killed_after_grace": True,
     }
+
+
+def test_processes_a_job_leaves_behind_are_stopped(tmp_path: Path) -> None:
+    leaver = (
+        "import subprocess, sys; "
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(100)']); print(child.pid)"
+    )
+
+    done = run(record_args(tmp_path, [sys.executable, "-c", leaver], grace_s=1), timeout_s=60)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert manifest(tmp_path)["left_behind"] == 1
+    assert not alive(int(done.stdout.split()[0]))
