@@ -32,17 +32,3 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
     yield mount
     for target in mounted:
         subprocess.run(["umount", "-l", str(target)], capture_output=True, check=False)
-
-
-def fill(directory: Path) -> None:
-    """Fill the filesystem holding ``directory`` to the last byte."""
-    descriptor = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        for size in (1 << 16, 4096, 1):
-            try:
-                while os.write(descriptor, b"\0" * size):
-                    pass
-            except OSError:
-                continue
-    finally:
-        os.close(descriptor)

@@ -85,3 +85,17 @@ def stray_files(out_dir: Path) -> list[str]:
         for path in out_dir.rglob("*")
         if path.name.endswith(".tmp") or path.name.startswith(".tracekit-")
     )
+
+
+def fill(directory: Path) -> None:
+    """Fill the filesystem holding ``directory`` to the last byte."""
+    descriptor = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for size in (1 << 16, 4096, 1):
+            try:
+                while os.write(descriptor, b"\0" * size):
+                    pass
+            except OSError:
+                continue
+    finally:
+        os.close(descriptor)

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from conftest import fill
+from record_runs import fill
 
 from tracekit.cli.main import cli
 

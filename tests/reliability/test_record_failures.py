@@ -13,8 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import fill
-from record_runs import TRACEKIT, example_job, manifest, record_args, run, stray_files
+from record_runs import TRACEKIT, example_job, fill, manifest, record_args, run, stray_files
 
 from collectors.launch import remove_strays
 from collectors.merge import build_manifest
