@@ -1,7 +1,8 @@
 """Capture a window of training steps on one rank: profiler on, labels on, trace and sidecar out.
 
 A ``Recorder`` counts training steps (one step = one call of a schedule's ``step()``, or one
-``collectors.step()`` block), starts torch.profiler before the first step of the window, stops it
+``collectors.step()`` block; a forward-only call, an evaluation, is not a training step: it is
+counted apart and labels nothing, so no step with phantom backwards appears), starts torch.profiler before the first step of the window, stops it
 after the last and writes ``rank{r}.json.gz`` (Kineto chrome trace, gzipped) and
 ``rank{r}.meta.json`` (what this rank knows: schedule, stages, steps, host, status) atomically.
 While the window is open, the labels of docs/labels.md are emitted; outside it every hook is a flag
@@ -49,6 +50,7 @@ from collectors.files import (
     write_json_atomic,
 )
 from collectors.manifest import (
+    RankEvalCalls,
     RankMeta,
     RankStatus,
     RankSteps,
@@ -59,6 +61,7 @@ from collectors.manifest import (
 from collectors.stopping import SignalGuard
 from collectors.typed_json import to_json
 from collectors.window import DEFAULT_STEPS, parse_steps
+
 
 @dataclass(frozen=True)
 class CaptureConfig:
@@ -125,6 +128,45 @@ class Recorder:
     _unfinished_step: int | None = None
     """Window-relative index of the step that was running when the capture stopped, if one was."""
     _signals: SignalGuard = field(default_factory=SignalGuard)
+    _eval_depth: int = 0
+    _eval_calls: int = 0
+    """Forward-only calls that ran while the profiler was on (left out of the captured steps)."""
+    _eval_calls_seen: int = 0
+    _located: bool = False
+
+    def begin_eval(self) -> None:
+        """A forward-only call (evaluation) starts: not a training step; labels pause until it ends."""
+        self._eval_depth += 1
+        if self._eval_depth > 1:
+            return
+        self._locate()
+        self._eval_calls_seen += 1
+        if self._profiler is not None and self._depth == 0:
+            self._eval_calls += 1
+
+    def end_eval(self) -> None:
+        """A forward-only call ends (also when it raised)."""
+        self._eval_depth -= 1
+
+    @contextlib.contextmanager
+    def evaluation(self) -> Iterator[None]:
+        """``begin_eval``/``end_eval`` around a block: a forward-only schedule call."""
+        self.begin_eval()
+        try:
+            yield
+        finally:
+            self.end_eval()
+
+    @property
+    def evaluating(self) -> bool:
+        """True while a forward-only call runs: nothing is labelled or timed."""
+        return self._eval_depth > 0
+
+    def _locate(self) -> None:
+        """Learn this process's rank once, while its process group is still up (it may be gone at exit)."""
+        if not self._located:
+            self._located = True
+            self._rank, self._world_size = _rank_and_world_size()
 
     def begin_step(self, describe: Callable[[], ScheduleInfo | None] | None = None) -> None:
         """Called as a step starts; nested calls (a step() calling step()) count once."""
@@ -135,6 +177,7 @@ class Recorder:
             self.live.begin_step(self.next_step, describe)
         if self._failed or self._finished or not self.armed:
             return
+        self._locate()
         if self._profiler is None and self.config.wants(self.next_step):
             self._start()
         if not self.labelling:
@@ -239,10 +282,25 @@ class Recorder:
                     complete=False,
                     problem=f"the job ended{how} after {self._captured} of {wanted} requested steps",
                 )
+        elif (
+            self.armed
+            and not self._finished
+            and not self._failed
+            and (self.next_step or self._eval_calls_seen)
+        ):
+            self._write_not_reached()
         self._finished = True
         if self.live is not None:
             live, self.live = self.live, None
             live.close()
+
+    def _write_not_reached(self) -> None:
+        """A recognized schedule ran, but never inside the window: say so, so the merge can tell."""
+        try:
+            self.config.out_dir.mkdir(parents=True, exist_ok=True)
+            self._write_sidecar("not-reached")
+        except OSError as error:
+            report(f"rank {self._rank}: cannot write to {self.config.out_dir}: {error}")
 
     def _remember_schedule(self, describe: Callable[[], ScheduleInfo | None]) -> None:
         try:
@@ -265,7 +323,6 @@ class Recorder:
         report(f"rank {self._rank}: {message}")
 
     def _start(self) -> None:
-        self._rank, self._world_size = _rank_and_world_size()
         self._schedule = self._schedule or self.config.schedule
         self._started_unix_ns = time.time_ns()
         try:
@@ -314,7 +371,9 @@ class Recorder:
                 check_written(raw, self.config.out_dir)
                 gzip_file_atomic(raw, target)
         except OSError as error:
-            self._fail(f"cannot write {target}: {describe_os_error(error)}; training continues without this trace")
+            self._fail(
+                f"cannot write {target}: {describe_os_error(error)}; training continues without this trace"
+            )
             return
         except Exception as error:  # noqa: BLE001 - a profiler error must not stop training
             self._fail(f"cannot write {target}: {error!r}; training continues without this trace")
@@ -360,7 +419,9 @@ class Recorder:
                 captured=(self.config.first_step, self.config.first_step + self._captured),
                 unfinished=self._unfinished_step,
                 last_end_unix_ns=self._last_step_end_unix_ns,
+                seen=self.next_step,
             ),
+            eval_calls=RankEvalCalls(in_window=self._eval_calls, seen=self._eval_calls_seen),
             schedule=self._schedule,
             started_unix_ns=self._started_unix_ns,
             written_unix_ns=time.time_ns(),
@@ -394,13 +455,15 @@ def current() -> Recorder | None:
 def labelling() -> bool:
     """True while a capture window is open: the one flag every labelling hook tests."""
     recorder = current()
-    return recorder is not None and recorder.labelling
+    return recorder is not None and recorder.labelling and not recorder.evaluating
 
 
 def watching() -> bool:
     """True while actions are labelled (a capture window) or timed (live mode): the hooks' one test."""
     recorder = current()
-    return recorder is not None and (recorder.labelling or recorder.live is not None)
+    return (
+        recorder is not None and not recorder.evaluating and (recorder.labelling or recorder.live is not None)
+    )
 
 
 @contextlib.contextmanager

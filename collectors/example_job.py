@@ -14,12 +14,16 @@ start). ``--slow-how spin`` (the default) busy-waits, holding the core the way c
 them (torch.distributed.pipelining schedules) returns X ms late, while compute runs at normal
 speed. ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
 DualPipe's ``overlaped_forward_backward`` hook; ``--crash-rank R --crash-step S`` makes rank R
-SIGKILL itself in the middle of step S, to see what a capture does with a dying rank.
+SIGKILL itself in the middle of step S, to see what a capture does with a dying rank;
+``--eval-step S`` runs a forward-only call (torch's ``eval()``, DualPipe under ``no_grad``) right
+after training step S. ``deepseek-dualpipev`` needs DeepSeek's upstream DualPipe (PyPI 1.0.0
+predates DualPipeV) first on PYTHONPATH.
 
 This is an example of a user's job, not part of the collector: it imports torch (and, for
-``deepseek-dualpipe``, the ``dualpipe`` package) and nothing from tracekit or collectors, so
-``tracekit record`` captures it exactly as it would capture any unmodified job. The two CPU shims
-DeepSeek's DualPipe needs live here, never in the collector.
+``deepseek-dualpipe``, the ``dualpipe`` package) and nothing from tracekit or the collector (only
+its DeepSeek half, ``collectors.example_deepseek``), so ``tracekit record`` captures it exactly as
+it would capture any unmodified job. The two CPU shims DeepSeek's DualPipe needs live there, never
+in the collector.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import nn
 
+from collectors import example_deepseek
+
 STAGES_PER_RANK: dict[str, int] = {
     "gpipe": 1,
     "1f1b": 1,
@@ -48,11 +54,15 @@ STAGES_PER_RANK: dict[str, int] = {
     "zbv": 2,
     "dualpipev": 2,
     "deepseek-dualpipe": 2,
+    "deepseek-dualpipev": 2,
 }
 """How many stage modules each rank holds, per schedule."""
 
-V_SHAPED = frozenset({"zbv", "dualpipev"})
+V_SHAPED = frozenset({"zbv", "dualpipev", "deepseek-dualpipe", "deepseek-dualpipev"})
 """Schedules whose rank r holds stages r and 2P-1-r; looped ones hold r and r+P."""
+
+DEEPSEEK = frozenset({"deepseek-dualpipe", "deepseek-dualpipev"})
+"""Schedules run by DeepSeek's ``dualpipe`` package (DualPipeV needs its upstream source on the path)."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +100,9 @@ class JobConfig:
     crash_step: int = 1
     """Step during which crash_rank dies."""
     overlap_hook: bool = False
-    """deepseek-dualpipe only: give the stage modules DualPipe's overlaped_forward_backward hook."""
+    """deepseek-dualpipe(v) only: give the stage modules DualPipe's F&B overlap hook."""
+    eval_step: int | None = None
+    """Run one forward-only call (an evaluation) right after this training step, or None."""
 
     def __post_init__(self) -> None:
         if self.schedule not in STAGES_PER_RANK:
@@ -103,11 +115,15 @@ class JobConfig:
             raise ValueError(
                 "DualPipe needs an even number of ranks and an even micro-batch count >= 2 * ranks"
             )
+        if self.schedule == "deepseek-dualpipev" and self.microbatches < 2 * self.ranks:
+            raise ValueError("DualPipeV needs a micro-batch count >= 2 * ranks")
+        if self.eval_step is not None and not 0 <= self.eval_step < self.steps:
+            raise ValueError(f"--eval-step must be in 0..{self.steps - 1}")
         for rank in (self.slow_rank, self.crash_rank):
             if rank is not None and not 0 <= rank < self.ranks:
                 raise ValueError(f"rank {rank} is not in 0..{self.ranks - 1}")
-        if self.overlap_hook and self.schedule != "deepseek-dualpipe":
-            raise ValueError("--overlap-hook is DualPipe's hook: use it with --schedule deepseek-dualpipe")
+        if self.overlap_hook and self.schedule not in DEEPSEEK:
+            raise ValueError("--overlap-hook is DualPipe's hook: use it with a deepseek-dualpipe(v) schedule")
         if self.slow_ms < 0 or self.slow_link_ms < 0 or self.slow_from_step < 0:
             raise ValueError("--slow-ms, --slow-link-ms and --slow-from-step must be >= 0")
         if self.steps < 1 or self.microbatches < 1:
@@ -115,7 +131,7 @@ class JobConfig:
         if self.slow_how not in ("spin", "sleep"):
             raise ValueError("--slow-how is spin or sleep")
         if self.slow_link is not None:
-            if self.schedule == "deepseek-dualpipe":
+            if self.schedule in DEEPSEEK:
                 raise ValueError("--slow-link slows torch.distributed.pipelining's transfers, not DualPipe's")
             if len(set(self.slow_link)) != 2 or not all(0 <= r < self.ranks for r in self.slow_link):
                 raise ValueError(f"--slow-link needs two different ranks in 0..{self.ranks - 1}")
@@ -179,46 +195,12 @@ def _slow_link(config: JobConfig, rank: int) -> None:
     schedules._batch_p2p = late_batch_p2p
 
 
-class _DeferredWeightLinearFn(torch.autograd.Function):
-    """y = x W^T + b whose weight gradient DualPipe may defer to a later W action (WeightGradStore)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        ctx.save_for_backward(x, weight)
-        ctx.bias = bias
-        return F.linear(x, weight, bias)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
-        from dualpipe import WeightGradStore
-
-        x, weight = ctx.saved_tensors
-        bias = ctx.bias
-
-        def weight_grad() -> None:
-            for param, value in ((weight, grad.t() @ x), (bias, grad.sum(0))):
-                param.grad = value if param.grad is None else param.grad + value
-
-        # DualPipe's zero-bubble steps switch WeightGradStore on: the input gradient goes upstream
-        # now (I) and the weight gradient runs when DualPipe pops it (W), as in DeepSeek's example.
-        if WeightGradStore.enabled:
-            WeightGradStore.put(weight_grad)
-        else:
-            weight_grad()
-        return grad @ weight, None, None
-
-
-class _DeferredWeightLinear(nn.Linear):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _DeferredWeightLinearFn.apply(x, self.weight, self.bias)
-
-
 class StageModule(nn.Module):
     """One pipeline stage: ``layers`` tanh(Linear) layers, optionally slowed or set to crash."""
 
     def __init__(self, config: JobConfig, seconds_slower: float, crash_after_forwards: int | None) -> None:
         super().__init__()
-        linear = _DeferredWeightLinear if config.schedule == "deepseek-dualpipe" else nn.Linear
+        linear = example_deepseek.DeferredWeightLinear if config.schedule in DEEPSEEK else nn.Linear
         self.layers = nn.ModuleList(linear(config.hidden, config.hidden) for _ in range(config.layers))
         self.seconds_slower = seconds_slower
         self.spin = config.slow_how == "spin"
@@ -242,39 +224,19 @@ class OverlappingStageModule(StageModule):
 
     On a GPU the hook would interleave the two halves' kernels; here it runs the forward, then the
     backward, inside the one call, so a trace cannot tell the halves apart: only the pair is seen.
+    dualpipe 1.0.0 looks for ``overlaped_forward_backward``, upstream (DualPipe and DualPipeV) for
+    ``overlapped_forward_backward``: the module answers to both.
     """
 
-    @classmethod
-    def overlaped_forward_backward(  # dualpipe 1.0.0's spelling
-        cls,
-        module0: StageModule,
-        inputs0: list[torch.Tensor],
-        criterion0: Callable[..., torch.Tensor] | None,
-        labels0: list[torch.Tensor],
-        module1: StageModule,
-        loss1: torch.Tensor | None,
-        outputs1: list[torch.Tensor],
-        output_grads1: list[torch.Tensor],
-    ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
-        outputs0 = [module0(*inputs0)]
-        loss0 = criterion0(*outputs0, *labels0) if criterion0 is not None else None
-        if loss1 is not None:
-            loss1.backward()
-            loss1.detach_()
-        else:
-            # DualPipe has already freed the storage of sent outputs; its run_backward skips the
-            # shape check that torch.autograd.backward would fail on, as DeepSeek's example does.
-            from dualpipe.utils import run_backward
-
-            run_backward(outputs1, output_grads1)
-        return outputs0, loss0
+    overlapped_forward_backward = classmethod(example_deepseek.overlapped_forward_backward)
+    overlaped_forward_backward = classmethod(example_deepseek.overlapped_forward_backward)  # 1.0.0's spelling
 
 
 def stages_of_rank(config: JobConfig, rank: int) -> list[int]:
     """Global stage indices rank ``rank`` holds, in the order its schedule expects."""
     if STAGES_PER_RANK[config.schedule] == 1:
         return [rank]
-    if config.schedule in V_SHAPED or config.schedule == "deepseek-dualpipe":
+    if config.schedule in V_SHAPED:
         return [rank, 2 * config.ranks - 1 - rank]
     return [rank, rank + config.ranks]
 
@@ -300,7 +262,7 @@ def _batch(config: JobConfig, step: int, rows: int) -> tuple[torch.Tensor, torch
     return x, torch.tanh(x.flip(1))
 
 
-def _torch_step_fn(config: JobConfig, rank: int, modules: list[StageModule]) -> Callable[[int], None]:
+def _torch_step_fn(config: JobConfig, rank: int, modules: list[StageModule]) -> Callable[[int, bool], None]:
     from torch.distributed import pipelining as pp
 
     classes = {
@@ -321,43 +283,11 @@ def _torch_step_fn(config: JobConfig, rank: int, modules: list[StageModule]) -> 
     schedule = schedule_class(stage_arg, config.microbatches, loss_fn=F.mse_loss)
     holds_first, holds_last = 0 in stage_ids, num_stages - 1 in stage_ids
 
-    def run(step: int) -> None:
+    def run(step: int, forward_only: bool) -> None:
         x, y = _batch(config, step, config.microbatches * config.microbatch_rows)
         args = (x,) if holds_first else ()
-        schedule.step(*args, target=y if holds_last else None)
-
-    return run
-
-
-def _dualpipe_step_fn(config: JobConfig, rank: int, modules: list[StageModule]) -> Callable[[int], None]:
-    import dualpipe
-    import dualpipe.comm
-
-    # Shim 1: DualPipe's constructor asserts the modules sit on torch.cuda.current_device().
-    real_current_device = torch.cuda.current_device
-    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
-    try:
-        pipe = dualpipe.DualPipe((modules[0], modules[1]))
-    finally:
-        torch.cuda.current_device = real_current_device
-    # Shim 2: its receive buffers are allocated on "cuda"; allocate them on the CPU instead.
-    dualpipe.comm.build_from_tensor_shapes = lambda: [
-        torch.empty(shape, dtype=dualpipe.comm.TENSOR_DTYPE, requires_grad=True)
-        for shape in dualpipe.comm.TENSOR_SHAPES
-    ]
-    dualpipe.set_p2p_tensor_shapes([(config.microbatch_rows, config.hidden)])
-    dualpipe.set_p2p_tensor_dtype(torch.float32)
-    holds_ends = rank in (0, config.ranks - 1)
-
-    def run(step: int) -> None:
-        # Each direction carries half the micro-batches; rank 0 feeds one, rank P-1 the other.
-        x, y = _batch(
-            config, step * 2 + (rank == config.ranks - 1), config.microbatches // 2 * config.microbatch_rows
-        )
-        if holds_ends:
-            pipe.step(x, num_chunks=config.microbatches, criterion=F.mse_loss, labels=(y,))
-        else:
-            pipe.step(num_chunks=config.microbatches)
+        run_schedule = schedule.eval if forward_only else schedule.step
+        run_schedule(*args, target=y if holds_last else None)
 
     return run
 
@@ -366,8 +296,8 @@ def make_trainer(config: JobConfig, rank: int) -> Callable[[int], None]:
     """Build rank ``rank``'s stages and schedule (process group already up); returns train(step)."""
     modules = _build_modules(config, rank)
     _slow_link(config, rank)
-    if config.schedule == "deepseek-dualpipe":
-        run_step = _dualpipe_step_fn(config, rank, modules)
+    if config.schedule in DEEPSEEK:
+        run_step = example_deepseek.dualpipe_step_fn(config, rank, modules, _batch)
     else:
         run_step = _torch_step_fn(config, rank, modules)
     optimizer = torch.optim.SGD([p for module in modules for p in module.parameters()], lr=1e-3)
@@ -377,8 +307,10 @@ def make_trainer(config: JobConfig, rank: int) -> Callable[[int], None]:
         for module in modules:
             module.seconds_slower = slower if step >= config.slow_from_step else 0.0
         optimizer.zero_grad()
-        run_step(step)
+        run_step(step, False)
         optimizer.step()
+        if step == config.eval_step:
+            run_step(10_000 + step, True)
 
     return train
 
@@ -450,20 +382,27 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
     parser.add_argument("--layers", type=int, default=JobConfig.layers, help="tanh(Linear) layers per stage")
     parser.add_argument("--microbatch-rows", type=int, default=JobConfig.microbatch_rows)
     parser.add_argument("--slow-rank", type=int, default=None, help="make this rank a straggler")
-    parser.add_argument("--slow-ms", type=float, default=0.0, help="extra ms per forward and backward of each stage")
+    parser.add_argument(
+        "--slow-ms", type=float, default=0.0, help="extra ms per forward and backward of each stage"
+    )
     parser.add_argument(
         "--slow-from-step", type=int, default=0, help="the slow rank is slow from this step on"
     )
     parser.add_argument("--slow-how", choices=("spin", "sleep"), default="spin", help="busy-wait or sleep")
-    parser.add_argument("--slow-link", type=_rank_pair, default=None, help="A:B, two ranks whose transfers are slow")
-    parser.add_argument("--slow-link-ms", type=float, default=0.0, help="extra ms per wait on a transfer over the link")
+    parser.add_argument(
+        "--slow-link", type=_rank_pair, default=None, help="A:B, two ranks whose transfers are slow"
+    )
+    parser.add_argument(
+        "--slow-link-ms", type=float, default=0.0, help="extra ms per wait on a transfer over the link"
+    )
     parser.add_argument("--crash-rank", type=int, default=None, help="this rank SIGKILLs itself mid-step")
     parser.add_argument("--crash-step", type=int, default=1, help="the step during which --crash-rank dies")
     parser.add_argument(
         "--overlap-hook",
         action="store_true",
-        help="deepseek-dualpipe: run F&B chunks through one module hook",
+        help="deepseek-dualpipe(v): run F&B chunks through one module hook",
     )
+    parser.add_argument("--eval-step", type=int, default=None, help="a forward-only call after this step")
     args = parser.parse_args(argv)
     try:
         return JobConfig(
@@ -483,6 +422,7 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
             crash_rank=args.crash_rank,
             crash_step=args.crash_step,
             overlap_hook=args.overlap_hook,
+            eval_step=args.eval_step,
         )
     except ValueError as error:
         parser.error(str(error))

@@ -5,7 +5,8 @@ as usual and then hands it to its patch function. Nothing else is touched: other
 through a dict lookup. This keeps the injected sitecustomize cheap (no torch import at start-up)
 and works whether the job imports torch's pipelining before or after the capture starts.
 
-Not for the patches themselves (``collectors.patch_torch``, ``collectors.patch_dualpipe``) nor for
+Not for the patches themselves (``collectors.patch_torch``, ``collectors.patch_dualpipe``,
+``collectors.patch_megatron``) nor for
 deciding what to capture (``collectors.capture``). Standard library only.
 """
 
@@ -26,8 +27,21 @@ from collectors.files import report
 PATCHES: dict[str, str] = {
     "torch.distributed.pipelining.schedules": "collectors.patch_torch",
     "dualpipe.dualpipe": "collectors.patch_dualpipe",
+    "dualpipe.dualpipev": "collectors.patch_dualpipe",
+    "megatron.core.pipeline_parallel.schedules": "collectors.patch_megatron",
 }
 """Watched module -> the collectors module whose ``patch(module)`` labels it."""
+
+RECOGNIZED: tuple[str, ...] = (
+    (
+        "torch.distributed.pipelining schedules (ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B, "
+        "ScheduleLoopedBFS, ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV, "
+        "the CSV runtime)"
+    ),
+    "DeepSeek's DualPipe and DualPipeV (package dualpipe)",
+    "Megatron-core's 1F1B and interleaved schedules (get_forward_backward_func() with pipeline size > 1)",
+)
+"""What the patches above recognize, in words: what ``tracekit record`` lists when nothing was captured."""
 
 _patched: set[str] = set()
 _ORIGINAL = "__tracekit_original__"

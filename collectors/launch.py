@@ -51,6 +51,10 @@ _STRAY = re.compile(r"^\..+\.\d+-[0-9a-f]+\.tmp$|^\.tracekit-(?!incoming-).+")
 """Temporary files and scratch directories a killed rank can leave (collectors.files, capture)."""
 
 
+NOTHING_CAPTURED_EXIT = 4
+"""``tracekit record``'s exit status when the command succeeded but no rank wrote a trace."""
+
+
 @dataclass(frozen=True)
 class RecordOutcome:
     """What ``record`` did."""
@@ -63,6 +67,15 @@ class RecordOutcome:
     """Where the capture lies: DIR, or the hidden incoming directory when it could not be moved in."""
     earlier_moved_to: Path | None = None
     """Where an earlier capture in DIR was moved, if one was."""
+
+    @property
+    def nothing_captured(self) -> bool:
+        """True when the command succeeded and a manifest was written, but no rank left a trace."""
+        return (
+            self.exit_code == 0
+            and self.manifest is not None
+            and not any(entry.trace for entry in self.manifest.ranks)
+        )
 
 
 def _writable(out_dir: Path) -> str | None:

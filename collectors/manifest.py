@@ -31,9 +31,10 @@ SIDECAR = re.compile(r"^rank(\d+)\.meta\.json$")
 CAPTURE_FILES = re.compile(r"^(rank\d+(\.partial)?\.json\.gz|rank\d+\.meta\.json|run\.json)$")
 """Every file name a capture writes: what ``tracekit record`` clears from a reused directory."""
 
-RankStatus = Literal["capturing", "complete", "partial", "failed"]
-"""A sidecar's status: inside the window, done, the job ended inside the window, the write failed."""
-EntryStatus = Literal["capturing", "complete", "partial", "failed", "missing"]
+RankStatus = Literal["capturing", "complete", "partial", "failed", "not-reached"]
+"""A sidecar's status: inside the window, done, the job ended inside the window, the write failed,
+or the job ended before the window (a recognized schedule ran, but fewer steps than its first)."""
+EntryStatus = Literal["capturing", "complete", "partial", "failed", "not-reached", "missing"]
 """A rank's status in run.json: its sidecar's, or ``missing`` when it wrote none."""
 
 
@@ -148,6 +149,18 @@ class RankSteps:
     stopped (a signal, an exception); the trace is cut at its start. None when no step was cut."""
     last_end_unix_ns: int | None = None
     """When the last captured step ended (wall clock): where a rank that died stopped."""
+    seen: int = 0
+    """Training steps this process had run when the sidecar was written."""
+
+
+@dataclass(frozen=True)
+class RankEvalCalls:
+    """A rank's forward-only schedule calls (evaluations): not training steps, never labelled."""
+
+    in_window: int = 0
+    """Those that ran while the profiler was on, between captured steps: unlabelled in the trace."""
+    seen: int = 0
+    """All this process had run when the sidecar was written."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +196,8 @@ class RankMeta:
     """The signal (``SIGINT``, ``SIGTERM``) that stopped this rank inside its window, if one did."""
     steps: RankSteps | None = None
     """The step window."""
+    eval_calls: RankEvalCalls = RankEvalCalls()
+    """Forward-only calls (evaluations), left out of the steps."""
     schedule: ScheduleInfo | None = None
     """The schedule this rank ran, when a patched schedule or the config described it."""
     started_unix_ns: int | None = None
@@ -243,6 +258,14 @@ class RunSteps:
 
 
 @dataclass(frozen=True)
+class EvalSteps:
+    """Forward-only calls (evaluations) inside the capture window: left out of the steps."""
+
+    left_out: int = 0
+    """The most any rank ran inside the window; their forwards are in the traces, unlabelled."""
+
+
+@dataclass(frozen=True)
 class Manifest:
     """``run.json``: the merged facts of one capture, written once every rank is done."""
 
@@ -260,6 +283,8 @@ class Manifest:
     """The schedule all ranks agree on; None when none described one or they disagree."""
     pp_size: int | None = None
     """Pipeline ranks (``schedule.pp_size``)."""
+    virtual_stages: int | None = None
+    """Stages per pipeline rank (``num_stages / pp_size``): 2 for interleaved, V shapes and DualPipe."""
     microbatches: int | None = None
     """Micro-batches per step (``schedule.microbatches``)."""
     rank_to_stages: dict[int, tuple[int, ...]] = field(default_factory=dict)
@@ -269,6 +294,8 @@ class Manifest:
     captures, custom loops)."""
     steps: RunSteps = RunSteps()
     """The step window."""
+    eval_steps: EvalSteps = EvalSteps()
+    """Evaluations inside the window, left out of the steps."""
     torch_version: str | None = None
     """torch.__version__ the ranks agree on."""
     hosts: tuple[str, ...] = ()
@@ -287,6 +314,8 @@ class Manifest:
     """Each collector problem (a patch or wrapper switched off), with the ranks it happened on."""
     earlier_capture: str | None = None
     """The directory (beside run.json) an earlier capture in the same place was moved into."""
+    notes: tuple[str, ...] = ()
+    """What a reader should know that is not a problem (evaluations left out)."""
     written_unix_ns: int | None = None
     """When run.json was written (wall clock)."""
 
@@ -335,10 +364,12 @@ __all__ = [
     "MANIFEST_NAME",
     "SIDECAR",
     "SIDECAR_FORMAT",
+    "EvalSteps",
     "Interruption",
     "Manifest",
     "MicrobatchPath",
     "RankEntry",
+    "RankEvalCalls",
     "RankMeta",
     "RankSteps",
     "RunSchedule",

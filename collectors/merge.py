@@ -16,15 +16,16 @@ from pathlib import Path
 from typing import TypeVar
 
 from collectors.files import read_json, write_json_atomic
+from collectors.hooks import RECOGNIZED
 from collectors.manifest import (
     MANIFEST_NAME,
     SIDECAR,
+    EvalSteps,
     Interruption,
     Manifest,
     RankEntry,
     RankMeta,
     RunSteps,
-    SchemaError,
     StageWork,
     parse_rank_meta,
     trace_name,
@@ -37,6 +38,27 @@ _WHY_INCOMPLETE: dict[str, str] = {
     "failed": "the collector could not write this rank's trace",
 }
 
+NOTHING_CAPTURED = (
+    "the job finished but no pipeline schedule tracekit recognizes ran in the capture window, so "
+    "nothing was captured. tracekit recognizes: {recognized}. For a custom training loop, mark its "
+    "steps and actions with collectors.Capture and collectors.mark (docs/labels.md)"
+)
+"""What run.json and ``tracekit record`` say when a successful job left no sidecar at all."""
+
+
+def nothing_captured_message() -> str:
+    """NOTHING_CAPTURED with what the collectors recognize filled in."""
+    return NOTHING_CAPTURED.format(recognized="; ".join(RECOGNIZED))
+
+
+def _not_reached(meta: RankMeta) -> str:
+    seen = 0 if meta.steps is None else meta.steps.seen
+    first = None if meta.steps is None else meta.steps.requested[0]
+    ran = f"the job ran {seen} training steps"
+    if meta.eval_calls.seen:
+        ran += f" (and {meta.eval_calls.seen} forward-only calls, which are not training steps)"
+    return f"{ran}, but the capture window starts at step {first}: no step was captured"
+
 
 def _clock(unix_ns: int | None) -> str:
     return "?" if unix_ns is None else time.strftime("%H:%M:%S UTC", time.gmtime(unix_ns / 1e9))
@@ -47,7 +69,11 @@ def _died(meta: RankMeta) -> str:
     steps = meta.steps
     done = 0 if steps is None else steps.captured[1] - steps.captured[0]
     last = None if steps is None else steps.last_end_unix_ns
-    since = f"after its last step ended at {_clock(last)}" if last else f"after its window opened at {_clock(meta.started_unix_ns)}"
+    since = (
+        f"after its last step ended at {_clock(last)}"
+        if last
+        else f"after its window opened at {_clock(meta.started_unix_ns)}"
+    )
     return (
         f"the rank (pid {meta.pid} on {meta.host}) died during step #{done} of the window, {since}: "
         "killed by a signal it could not catch (SIGKILL, the OOM killer) or crashed; its trace is lost"
@@ -69,7 +95,9 @@ def _rank_entry(rank: int, meta: RankMeta | None, out_dir: Path) -> RankEntry:
     problems = list(meta.problems)
     if status == "capturing":
         # Killed between writing its trace and its sidecar: the trace (written atomically) is whole.
-        written = [name for name in (trace_name(rank, True), trace_name(rank, False)) if (out_dir / name).is_file()]
+        written = [
+            name for name in (trace_name(rank, True), trace_name(rank, False)) if (out_dir / name).is_file()
+        ]
         if written:
             trace = written[0]
             status = "complete" if trace == trace_name(rank, True) else "partial"
@@ -78,7 +106,9 @@ def _rank_entry(rank: int, meta: RankMeta | None, out_dir: Path) -> RankEntry:
             problems.insert(0, _died(meta))
     exists = trace is not None and (out_dir / trace).is_file()
     complete = status == "complete" and exists
-    if status in _WHY_INCOMPLETE:
+    if status == "not-reached":
+        problems.insert(0, _not_reached(meta))
+    elif status in _WHY_INCOMPLETE:
         problems.insert(0, _WHY_INCOMPLETE[status])
     elif not complete and status != "capturing":
         problems.insert(0, f"trace file {trace} is missing")
@@ -145,7 +175,9 @@ def _stage_work(metas: dict[int, RankMeta], problems: list[str]) -> tuple[StageW
         for work in meta.schedule.stage_work if meta.schedule is not None else ():
             known = by_stage.setdefault(work.stage, work)
             if known != work:
-                problems.append(f"rank {rank} counts stage {work.stage}'s work as {work}, another rank as {known}")
+                problems.append(
+                    f"rank {rank} counts stage {work.stage}'s work as {work}, another rank as {known}"
+                )
     return tuple(by_stage[stage] for stage in sorted(by_stage)) or None
 
 
@@ -162,9 +194,11 @@ def build_manifest(
     problems: list[str] = []
     metas = read_sidecars(out_dir, run_id, problems)
     world_size = max([meta.world_size for meta in metas.values()] + [max(metas, default=-1) + 1])
-    if not metas:
+    if not metas and exit_code == 0:
+        problems.append(nothing_captured_message())
+    elif not metas:
         problems.append(
-            "no rank wrote a sidecar: the job failed before the capture window, or ran fewer steps"
+            "no rank wrote a sidecar: the job failed before any step of a schedule tracekit recognizes"
         )
     ranks = tuple(_rank_entry(rank, metas.get(rank), out_dir) for rank in range(world_size))
     described = [meta.schedule for meta in metas.values() if meta.schedule is not None]
@@ -174,23 +208,32 @@ def build_manifest(
     ]
     captured = _agreed(complete_steps, "steps", problems)
     requested = _agreed(
-        [meta.steps.requested for meta in metas.values() if meta.steps is not None], "steps requested", problems
+        [meta.steps.requested for meta in metas.values() if meta.steps is not None],
+        "steps requested",
+        problems,
     )
-    torch_version = _agreed(
-        [meta.torch_version for meta in metas.values()], "torch version", problems
-    )
+    left_out = max([meta.eval_calls.in_window for meta in metas.values()], default=0)
+    notes = []
+    if left_out:
+        notes.append(
+            f"{left_out} forward-only (evaluation) calls ran inside the capture window; they are not "
+            "training steps and were left out: their forwards are unlabelled in the traces"
+        )
+    torch_version = _agreed([meta.torch_version for meta in metas.values()], "torch version", problems)
     return Manifest(
         run_id=run_id,
         complete=bool(ranks) and all(entry.complete for entry in ranks),
         world_size=world_size,
         schedule=schedule,
         pp_size=None if schedule is None else schedule.pp_size,
+        virtual_stages=None if schedule is None else schedule.num_stages // schedule.pp_size,
         microbatches=None if schedule is None else schedule.microbatches,
         rank_to_stages={
             rank: meta.schedule.stages for rank, meta in sorted(metas.items()) if meta.schedule is not None
         },
         stage_work=_stage_work(metas, problems),
         steps=RunSteps(requested=requested, captured=captured),
+        eval_steps=EvalSteps(left_out=left_out),
         torch_version=torch_version,
         hosts=tuple(sorted({meta.host for meta in metas.values() if meta.host})),
         ranks=ranks,
@@ -200,6 +243,7 @@ def build_manifest(
         interruption=interruption,
         left_behind=left_behind,
         collector_problems=_collector_problems(metas),
+        notes=tuple(notes),
         written_unix_ns=time.time_ns(),
     )
 

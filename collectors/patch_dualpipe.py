@@ -1,26 +1,36 @@
-"""Label DeepSeek's DualPipe (PyPI ``dualpipe``, class ``dualpipe.DualPipe``), which labels nothing itself.
+"""Label DeepSeek's DualPipe and DualPipeV (package ``dualpipe``), which label nothing themselves.
 
-Stage and micro-batch numbering (docs/labels.md, "DualPipe numbering"): on P pipeline ranks,
-DualPipe runs two directions. Direction 0 enters at pp rank 0 and runs through ranks 0..P-1;
-direction 1 enters at pp rank P-1 and runs through ranks P-1..0. Stage = position along the
-micro-batch's path, in ScheduleDualPipeV's V numbering: pp rank r runs stage r (direction 0) and
-stage 2P-1-r (direction 1), so direction 1 occupies stages P..2P-1. Micro-batch = DualPipe's chunk
-id in its direction, plus num_chunks/2 for direction 1, so (stage, micro-batch) is unique and
-micro-batches 0..num_chunks/2-1 pass stages 0..P-1 while the rest pass stages P..2P-1.
+``dualpipe.DualPipe`` (PyPI 1.0.0 and upstream) and ``dualpipe.DualPipeV`` (upstream only: the
+PyPI release predates it) share their method names; a ``Layout`` per class says where a chunk sits.
 
-Wrapped methods (DualPipe's "phase" argument is relative: ranks in the second half swap them,
-hence the ``^ is_in_second_half`` the source also applies):
+DualPipe numbering (docs/labels.md, "DualPipe numbering"): on P pipeline ranks, DualPipe runs two
+directions. Direction 0 enters at pp rank 0 and runs through ranks 0..P-1; direction 1 enters at
+pp rank P-1 and runs through ranks P-1..0. Stage = position along the micro-batch's path, in
+ScheduleDualPipeV's V numbering: pp rank r runs stage r (direction 0) and stage 2P-1-r (direction
+1), so direction 1 occupies stages P..2P-1. Micro-batch = DualPipe's chunk id in its direction,
+plus num_chunks/2 for direction 1, so (stage, micro-batch) is unique and micro-batches
+0..num_chunks/2-1 pass stages 0..P-1 while the rest pass stages P..2P-1. DualPipe's "phase"
+argument is relative: ranks in the second half swap them, hence the ``^ is_in_second_half`` the
+source also applies.
+
+DualPipeV numbering: every micro-batch enters at pp rank 0 and runs the V: phase 0 is stage r on
+pp rank r, phase 1 is stage 2P-1-r; the micro-batch is the chunk id (the same as torch's
+ScheduleDualPipeV).
+
+Wrapped methods, on both classes:
 
 - ``_forward_compute_chunk`` → F; ``_backward_compute_chunk`` → I when ``enable_zb`` (the weight
   gradient is deferred to WeightGradStore), else B; ``_weight_chunk`` → W of the oldest pending I
   (WeightGradStore is a FIFO); the p2p wait ``_weight_chunk`` starts with is labelled apart;
-- ``_forward_backward_compute_chunk`` → the pair; without the module's own
-  ``overlaped_forward_backward`` its halves run one after the other and carry their own labels;
-  with it, the halves interleave inside one user call and only the pair is labelled;
+- ``_forward_backward_compute_chunk`` → the pair; without the modules' own overlap hook
+  (``overlaped_forward_backward`` in 1.0.0, ``overlapped_forward_backward`` upstream) its halves
+  run one after the other and carry their own labels; with it, the halves interleave inside one
+  user call and only the pair is labelled;
 - ``_commit_and_wait_comm`` → ``tracekit:comm:{send,recv,sendrecv}``;
-- ``step`` → a training step.
+- ``step`` → a training step; under ``torch.no_grad()`` (DualPipe's ``forward_only``) an
+  evaluation, which labels nothing and is not counted as a training step.
 
-Not for DualPipeV (not in dualpipe 1.0.0; torch's ScheduleDualPipeV is in ``patch_torch``).
+Not for torch's ScheduleDualPipeV (``patch_torch``).
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ from collections import deque
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+import torch
 
 from collectors import capture
 from collectors.files import report
@@ -43,8 +55,19 @@ STAGE_NUMBERING = (
 )
 
 
+V_STAGE_NUMBERING = "dualpipev: pp rank r runs stage r (phase 0) and stage 2P-1-r (phase 1)"
+
+
+def is_v(pipe: Any) -> bool:
+    """True for a DualPipeV (upstream only), whose phases are absolute and micro-batches run the whole V."""
+    return any(cls.__name__ == "DualPipeV" for cls in type(pipe).__mro__)
+
+
 def position(pipe: Any, phase: int, chunk_counters: list[int]) -> tuple[int, int]:
-    """(stage, micro-batch) of the next chunk DualPipe runs for relative ``phase``, per STAGE_NUMBERING."""
+    """(stage, micro-batch) of the next chunk for ``phase``, per STAGE_NUMBERING (or V_STAGE_NUMBERING)."""
+    if is_v(pipe):
+        stage = pipe.rank if phase == 0 else 2 * pipe.num_ranks - 1 - pipe.rank
+        return stage, chunk_counters[phase]
     direction = phase ^ pipe.is_in_second_half
     chunk = chunk_counters[direction]
     if direction == 0:
@@ -55,15 +78,20 @@ def position(pipe: Any, phase: int, chunk_counters: list[int]) -> tuple[int, int
 def describe(pipe: Any, num_chunks: int) -> ScheduleInfo:
     """What ``pipe`` (a DualPipe on this rank) runs in a step of ``num_chunks`` micro-batches."""
     ranks, half = pipe.num_ranks, num_chunks // 2
+    v_shaped = is_v(pipe)
+    two_paths = (
+        MicrobatchPath(0, half, 0, ranks - 1),
+        MicrobatchPath(half, num_chunks, ranks, 2 * ranks - 1),
+    )
     return ScheduleInfo(
         class_name=type(pipe).__name__,
-        name="dualpipe",
+        name="dualpipev" if v_shaped else "dualpipe",
         pp_size=ranks,
         num_stages=2 * ranks,
         microbatches=num_chunks,
         stages=(pipe.rank, 2 * ranks - 1 - pipe.rank),
-        paths=(MicrobatchPath(0, half, 0, ranks - 1), MicrobatchPath(half, num_chunks, ranks, 2 * ranks - 1)),
-        stage_numbering=STAGE_NUMBERING,
+        paths=(MicrobatchPath(0, num_chunks, 0, 2 * ranks - 1),) if v_shaped else two_paths,
+        stage_numbering=V_STAGE_NUMBERING if v_shaped else STAGE_NUMBERING,
         # module[phase] runs the stage of that relative phase (see ``position``).
         stage_work=tuple(
             work
@@ -89,6 +117,10 @@ def _step(original: Callable[..., Any]) -> Callable[..., Any]:
         recorder = capture.current()
         if recorder is None:
             return original(self, *inputs, **kwargs)
+        if not torch.is_grad_enabled():
+            # step() runs forward_only under no_grad: an evaluation, not a training step.
+            with recorder.evaluation():
+                return original(self, *inputs, **kwargs)
         num_chunks = kwargs.get("num_chunks", 0)
         guard.attempt(lambda: _begin(self, num_chunks))
         recorder.begin_step(lambda: describe(self, num_chunks))
@@ -178,8 +210,13 @@ def _weight(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def patch(module: ModuleType) -> None:
-    """Label DualPipe's steps, actions and p2p waits (idempotent)."""
-    pipe = module.DualPipe
+    """Label the steps, actions and p2p waits of the DualPipe classes ``module`` defines (idempotent)."""
+    for class_name in ("DualPipe", "DualPipeV"):
+        if class_name in vars(module):
+            _patch_class(vars(module)[class_name])
+
+
+def _patch_class(pipe: type) -> None:
     wrappers: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
         "step": _step,
         "_weight_chunk": _weight,
@@ -197,4 +234,4 @@ def patch(module: ModuleType) -> None:
         if hasattr(pipe, name):
             wrap_attribute(pipe, name, make)
         else:
-            note_problem(f"DualPipe has no {name} (a version tracekit does not know): not labelled")
+            note_problem(f"{pipe.__name__} has no {name} (a version tracekit does not know): not labelled")

@@ -6,7 +6,8 @@
   ``full_backward``, else I) and ``backward_weight_one_chunk`` (W): every schedule, runtime or
   hand-written (Schedule1F1B labels nothing itself, ScheduleGPipe only ``Forward i``), computes
   through these three, so the labels are uniform and tight around the compute;
-- every schedule class's own ``step`` (a training step, and the moment the window opens/closes);
+- every schedule class's own ``step`` (a training step, and the moment the window opens/closes;
+  a forward-only call, ``eval()`` or a schedule without a loss, is an evaluation instead);
 - the schedules module's ``_wait_batch_p2p`` (every wait on send/recv work goes through it) and
   ``_batch_p2p`` (to know whether a batch sends, receives or both);
 - the schedules module's ``record_function`` name, so the runtime's ``PP:(a;b)OVERLAP_F_B`` span
@@ -123,6 +124,10 @@ def _step(original: Callable[..., Any]) -> Callable[..., Any]:
         recorder = capture.current()
         if recorder is None:
             return original(self, *args, **kwargs)
+        if not getattr(self, "_has_backward", True):
+            # eval(), or a schedule without a loss: forward-only, an evaluation, not a training step.
+            with recorder.evaluation():
+                return original(self, *args, **kwargs)
         recorder.begin_step(lambda: describe(self))
         try:
             result = original(self, *args, **kwargs)

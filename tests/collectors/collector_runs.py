@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -27,9 +28,16 @@ class Recorded:
 
 
 def record(
-    out_dir: Path, job: Sequence[str], steps: str = CAPTURED_STEPS, timeout_s: float = 120
+    out_dir: Path,
+    job: Sequence[str],
+    steps: str = CAPTURED_STEPS,
+    timeout_s: float = 120,
+    pythonpath: Sequence[Path] = (),
 ) -> Recorded:
-    """``tracekit record --out OUT_DIR --steps STEPS --format json -- JOB`` in a subprocess."""
+    """``tracekit record --out OUT_DIR --steps STEPS --format json -- JOB`` in a subprocess.
+
+    ``pythonpath``: folders put first on the job's PYTHONPATH (e.g. upstream DualPipe).
+    """
     command = [
         *TRACEKIT,
         "record",
@@ -42,7 +50,10 @@ def record(
         "--",
         *job,
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), *filter(None, [env.get("PYTHONPATH")])])
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
     return Recorded(out_dir, done.returncode, done.stdout, done.stderr)
 
 

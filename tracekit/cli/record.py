@@ -1,7 +1,8 @@
 """``tracekit record --out DIR [--steps A:B] -- COMMAND ...``: capture an unmodified training job.
 
 Parses arguments, hands the work to ``collectors.launch.record`` (inject, run, merge) and shows
-the merged manifest through the output layer. Exits with the command's own exit status.
+the merged manifest through the output layer. Exits with the command's own exit status, except
+when the command succeeded but no rank captured anything: then ``NOTHING_CAPTURED_EXIT`` (4).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import click
 import polars as pl
 
-from collectors.launch import STOP_GRACE_S, record
+from collectors.launch import NOTHING_CAPTURED_EXIT, STOP_GRACE_S, record
 from collectors.manifest import Manifest
 from collectors.window import DEFAULT_STEPS, parse_steps
 from tracekit.cli.live import live_options, live_result, options_from
@@ -118,7 +119,11 @@ def command(
         title = (
             f"{out_dir}: {complete} of {manifest.world_size} ranks captured (exit status {outcome.exit_code})"
         )
+        if outcome.nothing_captured:
+            title = f"{out_dir}: nothing captured; the job itself succeeded (exit status 0)"
         table = Table(title=title, frame=_rank_table(manifest), name="ranks")
-        warnings = manifest.problems + manifest.collector_problems + _interruption_lines(manifest)
+        warnings = (
+            manifest.problems + manifest.collector_problems + _interruption_lines(manifest) + manifest.notes
+        )
         emit(Result(payload=manifest.to_json(), tables=(table,), warnings=warnings), fmt)
-    ctx.exit(outcome.exit_code)
+    ctx.exit(NOTHING_CAPTURED_EXIT if outcome.nothing_captured else outcome.exit_code)
