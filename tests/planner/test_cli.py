@@ -35,7 +35,26 @@ def test_json_from_presets_and_flags() -> None:
     )  # fmt: skip
     payload = json.loads(result.stdout)
 
-    # without recomputation the 8192-token activations of a dense 70B do not fit at PP8
+    # the preset's published setting brings full recomputation, without which PP8 does not fit
+    assert result.returncode == 0, result.stderr
+    assert payload["recommendation"]["pp"] == 8
+
+
+def test_model_preset_alone_plans_with_its_published_training_setting() -> None:
+    result = _plan("--model", "deepseek-v3-671b", "--cluster", "h800-2048", "--format", "json")
+    payload = json.loads(result.stdout)
+
+    assert result.returncode == 0, result.stderr
+    assert payload["recommendation"] is not None
+    assert {row["pp"] for row in payload["alternatives"]} >= {8, 16}
+
+
+def test_nothing_fits_exits_1_with_the_alternatives() -> None:
+    result = _plan(
+        "--model", "llama3-70b", "--cluster", "h100-1024", "--pp", "8", "--gpu-memory-gib", "24", "--format", "json"
+    )  # fmt: skip
+    payload = json.loads(result.stdout)
+
     assert result.returncode == 1
     assert payload["recommendation"] is None and payload["alternatives"]
     assert all(not row["fits"] for row in payload["alternatives"])
@@ -57,16 +76,17 @@ def test_calibrate_with_a_captured_run() -> None:
     )  # fmt: skip
 
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["assumptions"][-1].startswith("forward x ")
+    assumptions = json.loads(result.stdout)["assumptions"]
+    assert assumptions[-1].startswith("forward x ")
+    # a CPU toy is not the cluster's hardware: said on stderr and in the report
+    assert "ran on CPUs, not on the cluster's GPUs (h100-1024)" in result.stderr
+    assert any("ran on CPUs" in line for line in assumptions)
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (
-            ("--model", "llama3-70b", "--cluster", "h100-64"),
-            "[training]: missing sequence_length, global_batch",
-        ),
+        (("--cluster", "h100-64"), "[model]: missing layers, hidden, heads, ffn, vocab"),
         (("--cluster", "tpu-8"), "unknown cluster preset 'tpu-8'"),
         (("--spec", "missing.toml"), "missing.toml: spec file not found"),
     ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -56,7 +57,14 @@ def test_flags_override_the_file_which_overrides_presets(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("toml", "message"),
     [
-        ("[training]\nsequence_length = 4096\n", "missing global_batch"),
+        (
+            # no model preset (a preset brings its published batch): the batch must be given
+            (
+                "[cluster]\npreset = 'h100-64'\n[model]\nlayers = 4\nhidden = 64\nheads = 4\nffn = 256\n"
+                "vocab = 100\n[training]\nsequence_length = 4096\n"
+            ),
+            "missing global_batch",
+        ),
         ("[model]\nlayerz = 3\n", "unknown key(s) layerz"),
         ("[optimizer]\nlr = 1\n", "unknown table(s) optimizer"),
         (
@@ -80,6 +88,14 @@ def test_bad_specs_raise_one_clear_error(tmp_path: Path, toml: str, message: str
 
     with pytest.raises(PlannerError, match=re.escape(message)):
         load_spec(spec_file, **presets)
+
+
+def test_a_model_preset_brings_its_published_training_setting() -> None:
+    spec = load_spec(None, "deepseek-v3-671b", "h800-2048")
+
+    published = load_spec(EXAMPLES / "deepseek-v3.toml").training
+    assert spec.training == dataclasses.replace(published, pp=None)
+    assert (spec.training.ep, spec.training.precision, spec.training.pp) == (64, "fp8", None)
 
 
 def test_moe_spec_needs_ep_dividing_the_experts() -> None:

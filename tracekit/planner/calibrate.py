@@ -77,3 +77,15 @@ def _blend(estimated: Costs, forward: float, backward: float) -> float:
     f = sum(estimated.forward)
     b = sum(estimated.full_backward or ())
     return (forward * f + backward * b) / (f + b)
+
+
+def hardware_notes(run_on_gpu: bool, spec: PlanSpec) -> tuple[str, ...]:
+    """What the planner must say when the calibration run did not run on the cluster's kind of hardware."""
+    if run_on_gpu:
+        return ()
+    note = (
+        f"the calibration run's traces hold no GPU activity: it ran on CPUs, not on the cluster's GPUs "
+        f"({spec.cluster.name}); its measured costs are not the cluster's, and every time in this plan "
+        "is scaled by them"
+    )
+    return (note,)

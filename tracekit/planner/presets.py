@@ -12,6 +12,9 @@ Models (``--model``):
 * ``llama3-70b``: "The Llama 3 Herd of Models" (arXiv 2407.21783), table 3: 80 layers, hidden
   8192, 64 heads with 8 key/value heads, FFN 28672, vocabulary 128256; dense, 70.6B parameters.
 
+Each model preset also carries its published training setting (``TRAINING``: sequence length,
+batch, expert parallelism, precision, recomputation, state sizes), with the source's sections.
+
 Clusters (``--cluster GPU-COUNT``, e.g. ``h800-2048``, ``h100-1024``): 8 GPUs per node, 80 GB of
 HBM (taken as 80 GiB). H800: NVLink 160 GB/s and InfiniBand 50 GB/s per GPU, as DeepSeek-V3
 section 3.2.2 gives them; H100 SXM: NVLink 450 GB/s per direction (NVIDIA's 900 GB/s
@@ -65,6 +68,34 @@ MODELS: dict[str, dict[str, Any]] = {
     },
 }
 """Model presets by name: ModelSpec fields."""
+
+TRAINING: dict[str, dict[str, Any]] = {
+    # DeepSeek-V3 technical report (arXiv 2412.19437); docs/examples/deepseek-v3.toml gives the same.
+    "deepseek-v3-671b": {
+        "sequence_length": 4096,  # section 4.2
+        "global_batch": 15360,  # section 4.2: the batch size the schedule ramps up to, in sequences
+        "micro_batch_size": 1,  # not published; 1 gives >= 2 x PP micro-batches, as DualPipe needs
+        "ep": 64,  # section 3.2: 64-way expert parallelism spanning 8 nodes
+        "precision": "fp8",  # section 3.3: FP8 mixed-precision GEMMs
+        "recompute": "selective",  # section 3.2.3: RMSNorm and MLA up-projections recomputed
+        "activation_bytes": 1,  # section 3.3.3: activations cached in FP8
+        "optimizer_bytes": 8,  # section 3.2.3: FP32 master weights, BF16 AdamW moments
+        "dispatch_bytes": 1,  # section 3.3.3: FP8 dispatch
+        "combine_bytes": 2,  # section 3.3.3: BF16 combine
+    },
+    # "The Llama 3 Herd of Models" (arXiv 2407.21783); docs/examples/llama3-70b.toml gives the same.
+    "llama3-70b": {
+        "sequence_length": 8192,  # table 4
+        "global_batch": 2048,  # 16M tokens per step (table 4)
+        "micro_batch_size": 1,
+        "recompute": "full",  # not published for 70B; without it 8192-token sequences do not fit 80 GB
+    },
+}
+"""Each model preset's published training setting: TrainingSpec fields (the pipeline depth is left to plan).
+
+DeepSeek-V3 trained at PP16 (section 3.2); the preset leaves ``pp`` out so that ``tracekit plan``
+compares depths, and ``--pp 16`` (or docs/examples/deepseek-v3.toml) pins the published one.
+"""
 
 _GPUS: dict[str, dict[str, Any]] = {
     "h800": {"intra_node_gbps": 160.0, "inter_node_gbps": 50.0},

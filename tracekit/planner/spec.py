@@ -17,7 +17,7 @@ from typing import Any
 
 from tracekit.compat import tomllib
 from tracekit.errors import TracekitError
-from tracekit.planner.presets import CLUSTER_GPUS, MODELS, cluster_preset
+from tracekit.planner.presets import CLUSTER_GPUS, MODELS, TRAINING, cluster_preset
 from tracekit.schedule.registry import GENERATORS
 
 SCHEDULES: tuple[str, ...] = tuple(name for name, generator in GENERATORS.items() if generator.planned)
@@ -341,6 +341,7 @@ def preset_tables(model: str | None, cluster: str | None) -> dict[str, dict[str,
         if model not in MODELS:
             raise PlannerError(f"unknown model preset {model!r}; known: {', '.join(MODELS)}")
         tables["model"] = dict(MODELS[model])
+        tables["training"] = dict(TRAINING.get(model, {}))
     if cluster is not None:
         fields = cluster_preset(cluster)
         if fields is None:
