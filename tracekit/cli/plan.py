@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from tracekit.cli.output import Format, Result, Table, emit
-from tracekit.planner.calibrate import calibration_scale
+from tracekit.planner.calibrate import calibration_scale, hardware_notes
 from tracekit.planner.costs import UNSCALED
 from tracekit.planner.markdown import render
 from tracekit.planner.plan import Plan, plan
@@ -114,7 +114,10 @@ def command(
         # The calibration run's actions on its one clock, as every other command reads them.
         analysis = analyse(calibrate_dir)
         scale, notes = calibration_scale(spec, analysis.actions)
-        warnings = analysis.run_warnings + analysis.realized.warnings
+        hardware = hardware_notes(analysis.has_gpu, spec)
+        for warning in hardware:
+            click.echo(f"warning: {warning}", err=True)
+        warnings = (*hardware, *analysis.run_warnings, *analysis.realized.warnings)
         notes = tuple(f"calibration run warning: {w}" for w in warnings) + notes
     outcome = plan(spec, scale, notes)
     if fmt == "markdown":
