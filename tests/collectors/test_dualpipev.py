@@ -33,7 +33,7 @@ MICROBATCHES = 6
 
 def _record_upstream(out_dir: Path, schedule: str, *extra: str) -> Recorded:
     job = example_job(schedule, *extra, ranks=RANKS, microbatches=MICROBATCHES)
-    run = record(out_dir, job, pythonpath=[UPSTREAM_DUALPIPE])
+    run = record(out_dir, job, timeout_s=300, pythonpath=[UPSTREAM_DUALPIPE])
     assert run.exit_code == 0, run.stderr[-3000:]
     return run
 

@@ -32,7 +32,7 @@ _ACTION = re.compile(r"^tracekit:\d+[FBIW]\d+$")
 def test_eval_inside_the_window_is_left_out_with_a_note(tmp_path: Path, schedule: str, stages: int) -> None:
     job = example_job(schedule, "--eval-step", "1", ranks=RANKS, microbatches=MICROBATCHES)
 
-    run = record(tmp_path, job)
+    run = record(tmp_path, job, timeout_s=300)
 
     assert run.exit_code == 0, run.stderr[-3000:]
     manifest = json.loads((tmp_path / "run.json").read_text())

@@ -23,7 +23,7 @@ PLAIN_LOOP = [
 
 @pytest.mark.parametrize("job", [DDP_JOB, PLAIN_LOOP], ids=["ddp", "plain-loop"])
 def test_a_job_without_a_known_schedule_gets_the_true_message(tmp_path: Path, job: list[str]) -> None:
-    run = record(tmp_path, job)
+    run = record(tmp_path, job, timeout_s=300)
 
     assert run.exit_code == NOTHING_CAPTURED_EXIT == 4, run.stderr[-3000:]
     manifest = json.loads((tmp_path / "run.json").read_text())
@@ -40,7 +40,7 @@ def test_a_job_that_ends_before_the_window_says_how_far_it_got(tmp_path: Path) -
     job = example_job("1f1b", ranks=2, microbatches=4)
     job[job.index("--steps") + 1] = "1"
 
-    run = record(tmp_path, job, steps="2:4")
+    run = record(tmp_path, job, steps="2:4", timeout_s=300)
 
     assert run.exit_code == NOTHING_CAPTURED_EXIT, run.stderr[-3000:]
     manifest = json.loads((tmp_path / "run.json").read_text())
