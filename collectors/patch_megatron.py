@@ -35,9 +35,9 @@ from typing import Any
 from torch.autograd.profiler import record_function
 
 from collectors import capture, labels
-from collectors.manifest import MicrobatchPath, ScheduleInfo
 from collectors.files import report
 from collectors.hooks import wrap_attribute
+from collectors.manifest import MicrobatchPath, ScheduleInfo
 
 SCHEDULE_FUNCTIONS: dict[str, str] = {
     "forward_backward_pipelining_without_interleaving": "1f1b",
