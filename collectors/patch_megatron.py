@@ -64,6 +64,31 @@ _running: list[_StepState] = []
 """The schedule call in progress in this process (a list, so a nested call cannot lose the outer one)."""
 
 
+class _Guard:
+    """One wrapper's safety switch: after its labelling first raises, the wrapper only calls through.
+
+    Labelling reads megatron internals (argument names, return shapes) a newer version may change;
+    such a failure is reported once and never reaches the training job.
+    """
+
+    def __init__(self, original: Callable[..., Any]) -> None:
+        self.where = getattr(original, "__qualname__", repr(original))
+        self.on = True
+
+    def attempt(self, compute: Callable[[], Any]) -> Any:
+        """``compute()``, or None once it has raised."""
+        if not self.on:
+            return None
+        try:
+            return compute()
+        except Exception as error:  # noqa: BLE001 - an unknown megatron version must not stop training
+            self.on = False
+            report(
+                f"labelling of megatron's {self.where} switched off: {error!r}; its actions are not labelled"
+            )
+            return None
+
+
 def _pipeline_group(schedules: ModuleType, kwargs: dict[str, Any]) -> Any:
     communicator = kwargs.get("p2p_communicator")
     if communicator is not None:
@@ -121,20 +146,26 @@ def _schedule(
 
 def _forward_step(original: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(original)
+    guard = _Guard(original)
+
+    def place(state: _StepState, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int] | None:
+        bound = signature.bind(*args, **kwargs).arguments
+        microbatch = bound.get("current_microbatch")
+        if microbatch is None:
+            return None
+        return (bound.get("vp_stage") or 0) * state.pp_size + state.pp_rank, int(microbatch)
 
     def forward_step(*args: Any, **kwargs: Any) -> Any:
         if not _running or not capture.labelling():
             return original(*args, **kwargs)
         state = _running[-1]
-        bound = signature.bind(*args, **kwargs).arguments
-        microbatch = bound.get("current_microbatch")
-        if microbatch is None:
+        forward = guard.attempt(lambda: place(state, args, kwargs))
+        if forward is None:
             return original(*args, **kwargs)
-        stage = (bound.get("vp_stage") or 0) * state.pp_size + state.pp_rank
-        with record_function(labels.action_label(stage, "F", microbatch)):
+        with record_function(labels.action_label(forward[0], "F", forward[1])):
             result = original(*args, **kwargs)
         # forward_step returns (output_tensor, num_tokens); the schedule keeps output_tensor for backward.
-        state.forwards[id(result[0])] = (stage, microbatch)
+        guard.attempt(lambda: state.forwards.__setitem__(id(result[0]), forward))
         return result
 
     return forward_step
@@ -155,34 +186,44 @@ def _backward_step(original: Callable[..., Any]) -> Callable[..., Any]:
     return backward_step
 
 
+def _combined_label(
+    signature: inspect.Signature, state: _StepState, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[str, tuple[int, int] | None] | None:
+    """The label of one combined F&B call and its forward's (stage, micro-batch); None: nothing known."""
+    bound = signature.bind(*args, **kwargs).arguments
+    forward = None
+    if bound.get("f_model") is not None and bound.get("current_microbatch") is not None:
+        chunk = bound.get("f_model_chunk_id") or 0
+        forward = (chunk * state.pp_size + state.pp_rank, int(bound["current_microbatch"]))
+    backward = None
+    if bound.get("b_model") is not None:
+        backward = state.forwards.pop(id(bound.get("b_output_tensor")), None)
+    if forward is not None and backward is not None:
+        return labels.pair_label(forward, (backward[0], "B", backward[1])), forward
+    if forward is not None:
+        return labels.action_label(forward[0], "F", forward[1]), forward
+    if backward is not None:
+        return labels.action_label(backward[0], "B", backward[1]), None
+    return None
+
+
 def _combined_forward_backward(original: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(original)
+    guard = _Guard(original)
 
     def combined_forward_backward_step(*args: Any, **kwargs: Any) -> Any:
         if not _running or not capture.labelling():
             return original(*args, **kwargs)
         state = _running[-1]
-        bound = signature.bind(*args, **kwargs).arguments
-        forward = None
-        if bound.get("f_model") is not None and bound.get("current_microbatch") is not None:
-            chunk = bound.get("f_model_chunk_id") or 0
-            forward = (chunk * state.pp_size + state.pp_rank, bound["current_microbatch"])
-        backward = None
-        if bound.get("b_model") is not None:
-            backward = state.forwards.pop(id(bound.get("b_output_tensor")), None)
-        if forward is not None and backward is not None:
-            label = labels.pair_label(forward, (backward[0], "B", backward[1]))
-        elif forward is not None:
-            label = labels.action_label(forward[0], "F", forward[1])
-        elif backward is not None:
-            label = labels.action_label(backward[0], "B", backward[1])
-        else:
+        found = guard.attempt(lambda: _combined_label(signature, state, args, kwargs))
+        if found is None:
             return original(*args, **kwargs)
+        label, forward = found
         with record_function(label):
             result = original(*args, **kwargs)
         if forward is not None:
             # Returns (output_tensor, num_tokens, input_tensor_grad).
-            state.forwards[id(result[0])] = forward
+            guard.attempt(lambda: state.forwards.__setitem__(id(result[0]), forward))
         return result
 
     return combined_forward_backward_step

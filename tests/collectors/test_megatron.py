@@ -150,3 +150,46 @@ def test_watching_megatron_costs_nothing_without_it(tmp_path: Path) -> None:
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["not installed", "['megatron']"]
+
+
+@pytest.mark.parametrize(
+    ("forward", "backward", "label"),
+    [
+        (True, True, "tracekit:(3F1;1B0)OVERLAP_F_B"),
+        (True, False, "tracekit:3F1"),
+        (False, True, "tracekit:1B0"),
+    ],
+    ids=["pair", "forward-only-edge", "backward-only-edge"],
+)
+def test_combined_1f1b_call_is_labelled_by_its_arguments(forward: bool, backward: bool, label: str) -> None:
+    """The overlapped F&B (MoE all-to-all hiding) needs CUDA; its labels follow the installed signature."""
+    import inspect
+
+    from megatron.core.pipeline_parallel.combined_1f1b import combined_forward_backward_step
+
+    from collectors.patch_megatron import _combined_label, _StepState
+
+    state = _StepState(pp_rank=1, pp_size=2)
+    b_output = object()
+    state.forwards[id(b_output)] = (1, 0)  # forward_step ran stage 1 (chunk 0 of rank 1), micro-batch 0
+    model = object()
+    kwargs = {"f_model_chunk_id": 1, "current_microbatch": 1}
+    args = (
+        None,
+        None,
+        model if forward else None,
+        4,
+        None,
+        [],
+        model if backward else None,
+        None,
+        b_output,
+        None,
+        None,
+    )
+
+    found = _combined_label(inspect.signature(combined_forward_backward_step), state, args, kwargs)
+
+    assert found is not None and found[0] == label
+    assert found[1] == ((3, 1) if forward else None)
+    assert (id(b_output) in state.forwards) == (not backward)
