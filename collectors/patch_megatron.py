@@ -25,6 +25,7 @@ megatron itself only through the module handed in.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 from collections.abc import Callable
@@ -32,9 +33,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from torch.autograd.profiler import record_function
-
-from collectors import capture, labels
+from collectors import capture
 from collectors.files import report
 from collectors.hooks import wrap_attribute
 from collectors.manifest import MicrobatchPath, ScheduleInfo
@@ -156,13 +155,13 @@ def _forward_step(original: Callable[..., Any]) -> Callable[..., Any]:
         return (bound.get("vp_stage") or 0) * state.pp_size + state.pp_rank, int(microbatch)
 
     def forward_step(*args: Any, **kwargs: Any) -> Any:
-        if not _running or not capture.labelling():
+        if not _running or not capture.watching():
             return original(*args, **kwargs)
         state = _running[-1]
         forward = guard.attempt(lambda: place(state, args, kwargs))
         if forward is None:
             return original(*args, **kwargs)
-        with record_function(labels.action_label(forward[0], "F", forward[1])):
+        with capture.action_span(forward[0], "F", forward[1]):
             result = original(*args, **kwargs)
         # forward_step returns (output_tensor, num_tokens); the schedule keeps output_tensor for backward.
         guard.attempt(lambda: state.forwards.__setitem__(id(result[0]), forward))
@@ -173,23 +172,23 @@ def _forward_step(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _backward_step(original: Callable[..., Any]) -> Callable[..., Any]:
     def backward_step(*args: Any, **kwargs: Any) -> Any:
-        if not _running or not capture.labelling():
+        if not _running or not capture.watching():
             return original(*args, **kwargs)
         output_tensor = args[1] if len(args) > 1 else kwargs.get("output_tensor")
         forward = _running[-1].forwards.pop(id(output_tensor), None)
         if forward is None:
             report("megatron ran a backward_step whose forward was not seen; left unlabelled")
             return original(*args, **kwargs)
-        with record_function(labels.action_label(forward[0], "B", forward[1])):
+        with capture.action_span(forward[0], "B", forward[1]):
             return original(*args, **kwargs)
 
     return backward_step
 
 
-def _combined_label(
+def _combined_span(
     signature: inspect.Signature, state: _StepState, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[str, tuple[int, int] | None] | None:
-    """The label of one combined F&B call and its forward's (stage, micro-batch); None: nothing known."""
+) -> tuple[contextlib.AbstractContextManager[object], tuple[int, int] | None] | None:
+    """The span of one combined F&B call and its forward's (stage, micro-batch); None: nothing known."""
     bound = signature.bind(*args, **kwargs).arguments
     forward = None
     if bound.get("f_model") is not None and bound.get("current_microbatch") is not None:
@@ -199,11 +198,11 @@ def _combined_label(
     if bound.get("b_model") is not None:
         backward = state.forwards.pop(id(bound.get("b_output_tensor")), None)
     if forward is not None and backward is not None:
-        return labels.pair_label(forward, (backward[0], "B", backward[1])), forward
+        return capture.pair_span(forward, (backward[0], "B", backward[1])), forward
     if forward is not None:
-        return labels.action_label(forward[0], "F", forward[1]), forward
+        return capture.action_span(forward[0], "F", forward[1]), forward
     if backward is not None:
-        return labels.action_label(backward[0], "B", backward[1]), None
+        return capture.action_span(backward[0], "B", backward[1]), None
     return None
 
 
@@ -212,14 +211,14 @@ def _combined_forward_backward(original: Callable[..., Any]) -> Callable[..., An
     guard = _Guard(original)
 
     def combined_forward_backward_step(*args: Any, **kwargs: Any) -> Any:
-        if not _running or not capture.labelling():
+        if not _running or not capture.watching():
             return original(*args, **kwargs)
         state = _running[-1]
-        found = guard.attempt(lambda: _combined_label(signature, state, args, kwargs))
+        found = guard.attempt(lambda: _combined_span(signature, state, args, kwargs))
         if found is None:
             return original(*args, **kwargs)
-        label, forward = found
-        with record_function(label):
+        span, forward = found
+        with span:
             result = original(*args, **kwargs)
         if forward is not None:
             # Returns (output_tensor, num_tokens, input_tensor_grad).
@@ -238,9 +237,9 @@ def p2p_direction(kwargs: dict[str, Any]) -> str:
 
 def _communicate(original: Callable[..., Any]) -> Callable[..., Any]:
     def _communicate(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if args or not _running or not capture.labelling():
+        if args or not _running or not capture.watching():
             return original(self, *args, **kwargs)
-        with record_function(labels.comm_label(p2p_direction(kwargs))):
+        with capture.comm_span(p2p_direction(kwargs)):
             return original(self, *args, **kwargs)
 
     return _communicate

@@ -8,6 +8,7 @@ forward-only call (an evaluation) inside the window, which must add no step and 
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -161,13 +162,17 @@ def test_watching_megatron_costs_nothing_without_it(tmp_path: Path) -> None:
     ],
     ids=["pair", "forward-only-edge", "backward-only-edge"],
 )
-def test_combined_1f1b_call_is_labelled_by_its_arguments(forward: bool, backward: bool, label: str) -> None:
+def test_combined_1f1b_call_is_labelled_by_its_arguments(
+    tmp_path: Path, forward: bool, backward: bool, label: str
+) -> None:
     """The overlapped F&B (MoE all-to-all hiding) needs CUDA; its labels follow the installed signature."""
     import inspect
 
+    import torch
     from megatron.core.pipeline_parallel.combined_1f1b import combined_forward_backward_step
 
-    from collectors.patch_megatron import _combined_label, _StepState
+    from collectors import Capture
+    from collectors.patch_megatron import _combined_span, _StepState
 
     state = _StepState(pp_rank=1, pp_size=2)
     b_output = object()
@@ -187,9 +192,15 @@ def test_combined_1f1b_call_is_labelled_by_its_arguments(forward: bool, backward
         None,
         None,
     )
+    signature = inspect.signature(combined_forward_backward_step)
 
-    found = _combined_label(inspect.signature(combined_forward_backward_step), state, args, kwargs)
+    with Capture(tmp_path, steps="0:1", patch=False) as cap, cap.step():
+        found = _combined_span(signature, state, args, kwargs)
+        assert found is not None
+        with found[0], torch.profiler.record_function("inside"):
+            pass
 
-    assert found is not None and found[0] == label
+    trace = json.loads(gzip.decompress((tmp_path / "rank0.json.gz").read_bytes()))
+    assert label in {event["name"] for event in trace["traceEvents"]}
     assert found[1] == ((3, 1) if forward else None)
     assert (id(b_output) in state.forwards) == (not backward)
