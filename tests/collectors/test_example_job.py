@@ -10,17 +10,21 @@ import pytest
 from collectors.example_job import JobConfig, parse_args, stages_of_rank
 
 
-def test_example_job_imports_no_collector_or_tracekit_code() -> None:
-    code = (
-        "import sys, collectors.example_job;"
-        "print(sorted(m for m in sys.modules if m.startswith(('tracekit', 'collectors'))))"
-    )
+@pytest.mark.parametrize(
+    ("job", "imported"),
+    [
+        ("collectors.example_job", ["collectors", "collectors.example_deepseek", "collectors.example_job"]),
+        ("collectors.example_megatron", ["collectors", "collectors.example_megatron"]),
+    ],
+)
+def test_example_jobs_import_no_collector_or_tracekit_code(job: str, imported: list[str]) -> None:
+    code = f"import sys, {job}; print(sorted(m for m in sys.modules if m.startswith(('tracekit', 'collectors'))))"
 
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
 
-    assert done.stdout.strip() == "['collectors', 'collectors.example_job']"
+    assert done.stdout.strip() == str(imported)
 
 
 @pytest.mark.parametrize(
