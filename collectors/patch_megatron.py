@@ -133,10 +133,14 @@ def _schedule(
             recorder.begin_step(lambda: describe(function_name, state.pp_rank, state.pp_size, kwargs))
             _running.append(state)
             try:
-                return original(*args, **kwargs)
-            finally:
+                result = original(*args, **kwargs)
+            except BaseException as error:
                 _running.remove(state)
-                recorder.end_step()
+                recorder.end_step(error)
+                raise
+            _running.remove(state)
+            recorder.end_step()
+            return result
 
         return forward_backward
 
