@@ -17,15 +17,8 @@ from pathlib import Path
 from types import TracebackType
 
 from collectors import labels
-from collectors.capture import (
-    CaptureConfig,
-    Recorder,
-    action_span,
-    comm_span,
-    current,
-    pair_span,
-    set_current,
-)
+from collectors.capture import CaptureConfig, Recorder, current, set_current
+from collectors.spans import action_span, comm_span, pair_span
 from collectors.manifest import ScheduleInfo
 from collectors.window import parse_steps
 

@@ -97,9 +97,6 @@ class CaptureConfig:
         return step_index >= self.first_step and (self.stop_step is None or step_index < self.stop_step)
 
 
-_IDLE = contextlib.nullcontext()
-
-
 @dataclass
 class Recorder:
     """The per-process capture state machine: counts steps, runs the profiler, writes this rank's files."""
@@ -463,55 +460,6 @@ def watching() -> bool:
     recorder = current()
     return (
         recorder is not None and not recorder.evaluating and (recorder.labelling or recorder.live is not None)
-    )
-
-
-@contextlib.contextmanager
-def _both(outer: Any, inner: Any) -> Iterator[None]:
-    with outer, inner:
-        yield
-
-
-def _watched(label: str | None, timed: Any) -> contextlib.AbstractContextManager[object]:
-    """The label span (capture window) and/or the live timer span, whichever are on."""
-    span = None if label is None else record_function(label)
-    if span is None:
-        return _IDLE if timed is None else timed
-    return span if timed is None else _both(span, timed)
-
-
-def action_span(stage: int, kind: str, microbatch: int) -> contextlib.AbstractContextManager[object]:
-    """Label and/or time one compute action (what every patched schedule method wraps itself in)."""
-    recorder = current()
-    if recorder is None:
-        return _IDLE
-    return _watched(
-        labels.action_label(stage, kind, microbatch) if recorder.labelling else None,
-        None if recorder.live is None else recorder.live.action(stage, kind, microbatch),
-    )
-
-
-def pair_span(
-    forward: tuple[int, int], backward: tuple[int, str, int], label: bool = True
-) -> contextlib.AbstractContextManager[object]:
-    """Label and/or time an overlapped F&B pair; ``label=False`` when the schedule labels it itself."""
-    recorder = current()
-    if recorder is None:
-        return _IDLE
-    return _watched(
-        labels.pair_label(forward, backward) if recorder.labelling and label else None,
-        None if recorder.live is None else recorder.live.pair(forward, backward),
-    )
-
-
-def comm_span(op: str) -> contextlib.AbstractContextManager[object]:
-    """Label and/or time a wait on pipeline communication."""
-    recorder = current()
-    if recorder is None:
-        return _IDLE
-    return _watched(
-        labels.comm_label(op) if recorder.labelling else None,
-        None if recorder.live is None else recorder.live.comm(),
     )
 
 

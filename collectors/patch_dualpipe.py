@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from collectors import capture
+from collectors import capture, spans
 from collectors.files import report
 from collectors.hooks import Guard, note_problem, wrap_attribute
 from collectors.manifest import MicrobatchPath, ScheduleInfo
@@ -156,7 +156,7 @@ def _labelled(original: Callable[..., Any], label_of: Callable[..., Any]) -> Cal
 
 def _forward_label(pipe: Any, phase: int) -> Any:
     stage, microbatch = position(pipe, phase, pipe.current_f_chunk_id)
-    return capture.action_span(stage, "F", microbatch)
+    return spans.action_span(stage, "F", microbatch)
 
 
 def _backward_label(pipe: Any, phase: int, enable_zb: bool = False) -> Any:
@@ -165,7 +165,7 @@ def _backward_label(pipe: Any, phase: int, enable_zb: bool = False) -> Any:
     stage, microbatch = position(pipe, phase, pipe.current_b_chunk_id)
     if enable_zb:
         pipe._tracekit_pending_weights.append((stage, microbatch))
-    return capture.action_span(stage, "I" if enable_zb else "B", microbatch)
+    return spans.action_span(stage, "I" if enable_zb else "B", microbatch)
 
 
 def _pair_label(pipe: Any, phase0: int, phase1: int) -> Any:
@@ -173,11 +173,11 @@ def _pair_label(pipe: Any, phase0: int, phase1: int) -> Any:
         return None
     forward = position(pipe, phase0, pipe.current_f_chunk_id)
     backward_stage, backward_microbatch = position(pipe, phase1, pipe.current_b_chunk_id)
-    return capture.pair_span(forward, (backward_stage, "B", backward_microbatch))
+    return spans.pair_span(forward, (backward_stage, "B", backward_microbatch))
 
 
 def _comm_label(pipe: Any) -> Any:
-    return capture.comm_span(p2p_direction(pipe.comm_ops)) if pipe.comm_ops else None
+    return spans.comm_span(p2p_direction(pipe.comm_ops)) if pipe.comm_ops else None
 
 
 def _weight_label(pipe: Any) -> Any:
@@ -185,7 +185,7 @@ def _weight_label(pipe: Any) -> Any:
         report("DualPipe ran a weight chunk with no pending backward-for-inputs; left unlabelled")
         return None
     stage, microbatch = pipe._tracekit_pending_weights.popleft()
-    return capture.action_span(stage, "W", microbatch)
+    return spans.action_span(stage, "W", microbatch)
 
 
 def _weight(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from collectors import capture
+from collectors import capture, spans
 from collectors.files import report
 from collectors.hooks import wrap_attribute
 from collectors.manifest import MicrobatchPath, ScheduleInfo
@@ -165,7 +165,7 @@ def _forward_step(original: Callable[..., Any]) -> Callable[..., Any]:
         forward = guard.attempt(lambda: place(state, args, kwargs))
         if forward is None:
             return original(*args, **kwargs)
-        with capture.action_span(forward[0], "F", forward[1]):
+        with spans.action_span(forward[0], "F", forward[1]):
             result = original(*args, **kwargs)
         # forward_step returns (output_tensor, num_tokens); the schedule keeps output_tensor for backward.
         guard.attempt(lambda: state.forwards.__setitem__(id(result[0]), forward))
@@ -183,7 +183,7 @@ def _backward_step(original: Callable[..., Any]) -> Callable[..., Any]:
         if forward is None:
             report("megatron ran a backward_step whose forward was not seen; left unlabelled")
             return original(*args, **kwargs)
-        with capture.action_span(forward[0], "B", forward[1]):
+        with spans.action_span(forward[0], "B", forward[1]):
             return original(*args, **kwargs)
 
     return backward_step
@@ -202,11 +202,11 @@ def _combined_span(
     if bound.get("b_model") is not None:
         backward = state.forwards.pop(id(bound.get("b_output_tensor")), None)
     if forward is not None and backward is not None:
-        return capture.pair_span(forward, (backward[0], "B", backward[1])), forward
+        return spans.pair_span(forward, (backward[0], "B", backward[1])), forward
     if forward is not None:
-        return capture.action_span(forward[0], "F", forward[1]), forward
+        return spans.action_span(forward[0], "F", forward[1]), forward
     if backward is not None:
-        return capture.action_span(backward[0], "B", backward[1]), None
+        return spans.action_span(backward[0], "B", backward[1]), None
     return None
 
 
@@ -243,7 +243,7 @@ def _communicate(original: Callable[..., Any]) -> Callable[..., Any]:
     def _communicate(self: Any, *args: Any, **kwargs: Any) -> Any:
         if args or not _running or not capture.watching():
             return original(self, *args, **kwargs)
-        with capture.comm_span(p2p_direction(kwargs)):
+        with spans.comm_span(p2p_direction(kwargs)):
             return original(self, *args, **kwargs)
 
     return _communicate

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from collectors import capture
+from collectors import capture, spans
 from collectors.hooks import Guard, wrap_attribute
 from collectors.work import stage_work
 from collectors.manifest import MicrobatchPath, ScheduleInfo
@@ -80,18 +80,18 @@ def _spanned(original: Callable[..., Any], span_of: Callable[..., Any]) -> Calla
 
 
 def _forward_span(self: Any, *args: Any, **kwargs: Any) -> Any:
-    return capture.action_span(self.stage_index, "F", args[0] if args else kwargs["fwd_chunk_id"])
+    return spans.action_span(self.stage_index, "F", args[0] if args else kwargs["fwd_chunk_id"])
 
 
 def _backward_span(self: Any, *args: Any, **kwargs: Any) -> Any:
     # Signature: (bwd_chunk_id, loss=None, full_backward=True, last_backward=False).
     chunk = args[0] if args else kwargs["bwd_chunk_id"]
     full = kwargs.get("full_backward", args[2] if len(args) > 2 else True)
-    return capture.action_span(self.stage_index, "B" if full else "I", chunk)
+    return spans.action_span(self.stage_index, "B" if full else "I", chunk)
 
 
 def _backward_weight_span(self: Any, *args: Any, **kwargs: Any) -> Any:
-    return capture.action_span(self.stage_index, "W", args[0] if args else kwargs["bwd_chunk_id"])
+    return spans.action_span(self.stage_index, "W", args[0] if args else kwargs["bwd_chunk_id"])
 
 
 def describe(schedule: Any) -> ScheduleInfo:
@@ -165,7 +165,7 @@ def _wait_batch_p2p(original: Callable[..., Any]) -> Callable[..., Any]:
     def wait_batch_p2p(work: list[dist.Work]) -> Any:
         if not work or not capture.watching():
             return original(work)
-        span = guard.attempt(lambda: capture.comm_span(getattr(work, "op", "wait")))
+        span = guard.attempt(lambda: spans.comm_span(getattr(work, "op", "wait")))
         if span is None:
             return original(work)
         with span:
@@ -184,7 +184,7 @@ def _pair_span(name: str) -> Any:
     match = _PP_PAIR.match(name) if name.startswith("PP:(") else None
     if match is None:
         return None
-    return capture.pair_span((int(match[1]), int(match[2])), (int(match[3]), match[4], int(match[5])))
+    return spans.pair_span((int(match[1]), int(match[2])), (int(match[3]), match[4], int(match[5])))
 
 
 def _record_function(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import polars as pl
 import pytest
 from record_runs import (
     TRACEKIT,

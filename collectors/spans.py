@@ -1,0 +1,70 @@
+"""Spans around pipeline actions: the label (inside a capture window) and the live timer, whichever are on.
+
+Every patched schedule method and ``collectors.api`` wraps its work in one of these. Outside a
+window and outside live mode they return one shared null context: a flag test and nothing more.
+
+Not for deciding when a window is open (``collectors.capture``) nor for the label text
+(``collectors.labels``). Imports torch and the standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from torch.autograd.profiler import record_function
+
+from collectors import labels
+from collectors.capture import current
+
+_IDLE = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _both(outer: Any, inner: Any) -> Iterator[None]:
+    with outer, inner:
+        yield
+
+
+def _watched(label: str | None, timed: Any) -> contextlib.AbstractContextManager[object]:
+    """The label span (capture window) and/or the live timer span, whichever are on."""
+    span = None if label is None else record_function(label)
+    if span is None:
+        return _IDLE if timed is None else timed
+    return span if timed is None else _both(span, timed)
+
+
+def action_span(stage: int, kind: str, microbatch: int) -> contextlib.AbstractContextManager[object]:
+    """Label and/or time one compute action (what every patched schedule method wraps itself in)."""
+    recorder = current()
+    if recorder is None:
+        return _IDLE
+    return _watched(
+        labels.action_label(stage, kind, microbatch) if recorder.labelling else None,
+        None if recorder.live is None else recorder.live.action(stage, kind, microbatch),
+    )
+
+
+def pair_span(
+    forward: tuple[int, int], backward: tuple[int, str, int], label: bool = True
+) -> contextlib.AbstractContextManager[object]:
+    """Label and/or time an overlapped F&B pair; ``label=False`` when the schedule labels it itself."""
+    recorder = current()
+    if recorder is None:
+        return _IDLE
+    return _watched(
+        labels.pair_label(forward, backward) if recorder.labelling and label else None,
+        None if recorder.live is None else recorder.live.pair(forward, backward),
+    )
+
+
+def comm_span(op: str) -> contextlib.AbstractContextManager[object]:
+    """Label and/or time a wait on pipeline communication."""
+    recorder = current()
+    if recorder is None:
+        return _IDLE
+    return _watched(
+        labels.comm_label(op) if recorder.labelling else None,
+        None if recorder.live is None else recorder.live.comm(),
+    )
