@@ -18,8 +18,8 @@ from types import TracebackType
 
 from collectors import labels
 from collectors.capture import CaptureConfig, Recorder, current, set_current
-from collectors.spans import action_span, comm_span, pair_span
 from collectors.manifest import ScheduleInfo
+from collectors.spans import action_span, comm_span, pair_span
 from collectors.window import parse_steps
 
 

@@ -51,6 +51,9 @@ _STRAY = re.compile(r"^\..+\.\d+-[0-9a-f]+\.tmp$|^\.tracekit-(?!incoming-).+")
 """Temporary files and scratch directories a killed rank can leave (collectors.files, capture)."""
 
 
+NO_TORCH_PREFIX = ".tracekit-no-torch-"
+"""Name prefix of the note a job's Python without torch leaves (collectors/inject/sitecustomize.py)."""
+
 NOTHING_CAPTURED_EXIT = 4
 """``tracekit record``'s exit status when the command succeeded but no rank wrote a trace."""
 
@@ -124,6 +127,18 @@ def remove_strays(directory: Path) -> list[str]:
     return removed
 
 
+def take_no_torch_notes(directory: Path) -> tuple[str, ...]:
+    """The interpreters that ran without torch (their notes in ``directory``), the notes removed."""
+    pythons = set()
+    for path in directory.glob(f"{NO_TORCH_PREFIX}*"):
+        try:
+            pythons.add(path.read_text(encoding="utf-8", errors="replace").strip())
+            path.unlink()
+        except OSError as error:
+            report(f"cannot read or remove {path}: {describe_os_error(error)}")
+    return tuple(sorted(python for python in pythons if python))
+
+
 def _capture_files(directory: Path) -> list[Path]:
     return sorted(path for path in directory.iterdir() if CAPTURE_FILES.match(path.name))
 
@@ -194,6 +209,7 @@ def record(
     except BaseException:
         shutil.rmtree(incoming, ignore_errors=True)
         raise
+    without_torch = take_no_torch_notes(incoming)
     strays = remove_strays(incoming)
     manifest = build_manifest(
         incoming,
@@ -202,6 +218,7 @@ def record(
         exit_code=job.exit_code,
         interruption=job.interruption,
         left_behind=job.left_behind,
+        without_torch=without_torch,
     )
     if strays:
         problem = f"removed {len(strays)} temporary files left by killed writers"

@@ -189,12 +189,21 @@ def build_manifest(
     exit_code: int | None = None,
     interruption: Interruption | None = None,
     left_behind: int = 0,
+    without_torch: Sequence[str] = (),
 ) -> Manifest:
-    """The run.json contents for ``out_dir``; sidecars of another ``run_id`` (when given) are ignored."""
+    """The run.json contents for ``out_dir``; sidecars of another ``run_id`` (when given) are ignored.
+
+    ``without_torch``: the job's Python interpreters that had no torch (and so captured nothing).
+    """
     problems: list[str] = []
     metas = read_sidecars(out_dir, run_id, problems)
     world_size = max([meta.world_size for meta in metas.values()] + [max(metas, default=-1) + 1])
-    if not metas and exit_code == 0:
+    if not metas and without_torch:
+        problems.append(
+            f"nothing was captured: the job ran under {', '.join(without_torch)}, which has no torch "
+            "(install torch in the job's environment, e.g. pip install 'tracekit[collect]')"
+        )
+    elif not metas and exit_code == 0:
         problems.append(nothing_captured_message())
     elif not metas:
         problems.append(

@@ -31,8 +31,8 @@ import torch.distributed as dist
 
 from collectors import capture, spans
 from collectors.hooks import Guard, wrap_attribute
-from collectors.work import stage_work
 from collectors.manifest import MicrobatchPath, ScheduleInfo
+from collectors.work import stage_work
 
 SCHEDULE_NAMES: dict[str, str] = {
     "ScheduleGPipe": "gpipe",

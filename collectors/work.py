@@ -25,7 +25,6 @@ from torch import nn
 from collectors.files import report
 from collectors.manifest import StageWork
 
-
 _counted: weakref.WeakKeyDictionary[nn.Module, tuple[int, int, int]] = weakref.WeakKeyDictionary()
 
 

@@ -135,10 +135,15 @@ def test_record_says_in_one_line_that_the_jobs_python_lacks_torch(bare_python: P
         str(bare_python), "-c", "print('training')", cwd=tmp_path,
     )
 
-    lines = [line for line in done.stderr.splitlines() if "has no torch" in line]
-    # The job runs uncaptured, so record gives its documented "nothing captured" status.
+    lines = [line for line in done.stderr.splitlines() if line.startswith(f"tracekit: {bare_python} has no torch")]
+    # The job runs uncaptured, so record gives its documented "nothing captured" status, and
+    # names the missing torch as the cause, not an unrecognized schedule.
     assert done.returncode == NOTHING_CAPTURED_EXIT and "training" in done.stdout
     assert len(lines) == 1 and str(bare_python) in lines[0]
+    assert f"nothing was captured: the job ran under {bare_python}, which has no torch" in done.stderr
+    assert "pip install 'tracekit[collect]'" in done.stderr  # printed as written, not read as markup
+    assert "recognizes" not in done.stdout + done.stderr
+    assert not list((tmp_path / "run").glob(".tracekit-*"))
 
 
 _IMPORTS_NO_TORCH = """

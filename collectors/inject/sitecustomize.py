@@ -38,6 +38,16 @@ def _run_shadowed_sitecustomize() -> None:
     spec.loader.exec_module(module)
 
 
+def _leave_no_torch_note() -> None:
+    """Tell ``tracekit record`` which Python lacked torch (collectors.launch.NO_TORCH_PREFIX); never raises."""
+    try:
+        note = os.path.join(os.environ["TRACEKIT_OUT"], f".tracekit-no-torch-{os.getpid()}")
+        with open(note, "w", encoding="utf-8") as file:
+            file.write(sys.executable)
+    except Exception:  # noqa: BLE001, S110 - a full or read-only disk must not stop the job
+        pass
+
+
 def _has_torch() -> bool:
     import importlib.util
 
@@ -54,6 +64,7 @@ if os.environ.get("TRACEKIT_OUT"):
                 "(install torch in the job's environment, e.g. pip install 'tracekit[collect]')",
                 file=sys.stderr,
             )
+            _leave_no_torch_note()
     except Exception as error:  # noqa: BLE001 - the job must start even if the collector cannot
         print(f"tracekit: capture disabled in pid {os.getpid()}: {error!r}", file=sys.stderr)
 _run_shadowed_sitecustomize()
