@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from tracekit.cli.files import output_dir, write_atomic
 from tracekit.present.result import Result, Table, to_json
@@ -45,7 +47,7 @@ def _rich_table(table: Table) -> RichTable:
     for name, dtype in table.frame.schema.items():
         rich.add_column(name, justify="right" if dtype.is_numeric() else "left")
     for row in table.frame.iter_rows():
-        rich.add_row(*(_cell(value) for value in row))
+        rich.add_row(*(Text(_cell(value)) for value in row))  # text, never markup: '[0, 1]' stays
     return rich
 
 
@@ -53,7 +55,7 @@ def emit(result: Result, fmt: Format, out_dir: Path | None = None) -> None:
     """Print ``result`` in ``fmt``; with ``out_dir``, also write result.json and one Parquet per table."""
     stderr = Console(stderr=True, highlight=False)
     for warning in result.warnings:
-        stderr.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
+        stderr.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     if fmt is Format.JSON:
         sys.stdout.buffer.write(to_json(result.payload) + b"\n")
     elif fmt is Format.CSV:
@@ -70,10 +72,10 @@ def emit(result: Result, fmt: Format, out_dir: Path | None = None) -> None:
             if table.shown:
                 # Title and notes are printed apart from the table so they wrap at the console's
                 # width, not the table's.
-                console.print(table.title, style="bold", soft_wrap=True)
+                console.print(table.title, style="bold", soft_wrap=True, markup=False)
                 console.print(_rich_table(table))
                 for note in table.notes:
-                    console.print(note, style="dim", soft_wrap=True)
+                    console.print(note, style="dim", soft_wrap=True, markup=False)
                 console.print()
     if out_dir is not None:
         output_dir(out_dir)
