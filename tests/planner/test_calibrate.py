@@ -9,6 +9,7 @@ from tracekit.planner.calibrate import calibration_scale
 from tracekit.planner.costs import engine_costs, layout
 from tracekit.planner.plan import plan
 from tracekit.planner.spec import PlannerError
+from tracekit.present.plan import assumptions
 from tracekit.schedule.realized import realized_costs, schedule_from_realized
 from tracekit.trace.run import load_run
 
@@ -60,7 +61,7 @@ def test_calibrated_plan_scales_every_step(one_f_one_b) -> None:
     calibrated = plan(spec, scale, notes)
 
     assert calibrated.alternatives.filter(schedule="1f1b")["step_ms"][0] != pytest.approx(estimated)
-    assert calibrated.assumptions[-1] == notes[-1]
+    assert assumptions(calibrated)[-1] == notes[-1]
 
 
 def test_a_run_deeper_than_the_model_is_refused(dualpipe_run) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tracekit.planner.markdown import render
 from tracekit.planner.plan import plan
+from tracekit.present.plan_markdown import render
 
 from .specs import small_spec
 

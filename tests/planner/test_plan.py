@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from tracekit.planner import candidates
 from tracekit.planner.plan import ALTERNATIVES_SCHEMA, plan, rank_order
 from tracekit.planner.spec import DUALPIPE_FAMILY
+from tracekit.present.plan import payload, reasons
 
 from .specs import small_spec
 
@@ -24,7 +25,7 @@ def test_deepseek_v3_setting_lands_on_the_dualpipe_family(deepseek_plan) -> None
 
 
 def test_deepseek_report_states_the_2x_parameter_cost_and_why_it_is_affordable(deepseek_plan) -> None:
-    copy_reason = deepseek_plan.reasons[-1]
+    copy_reason = reasons(deepseek_plan)[-1]
 
     assert deepseek_plan.recommendation["param_copies"] == 2
     assert "second parameter copy costs 12.0 GiB per GPU" in copy_reason
@@ -45,16 +46,16 @@ def test_dense_70b_at_pp8_does_not_get_dualpipe(llama_plan) -> None:
 
     assert rec is not None and rec["schedule"] != "dualpipe" and rec["pp"] == 8
     assert not dualpipe["fits"] and dualpipe["note"].startswith("needs ")
-    assert "DualPipe does not fit" in llama_plan.reasons[-1]
-    assert "no expert parallelism to thin it" in llama_plan.reasons[-1]
+    assert "DualPipe does not fit" in reasons(llama_plan)[-1]
+    assert "no expert parallelism to thin it" in reasons(llama_plan)[-1]
 
 
 def test_second_copy_is_a_smaller_share_of_memory_for_the_moe_model(deepseek_plan, llama_plan) -> None:
     moe, dense = deepseek_plan.second_copy, llama_plan.second_copy
 
     assert moe.share_of_memory < dense.share_of_memory / 3
-    assert f"({moe.share_of_memory:.0%} of 80 GiB)" in deepseek_plan.reasons[-1]
-    assert f"({dense.share_of_memory:.0%} of 80 GiB)" in llama_plan.reasons[-1]
+    assert f"({moe.share_of_memory:.0%} of 80 GiB)" in reasons(deepseek_plan)[-1]
+    assert f"({dense.share_of_memory:.0%} of 80 GiB)" in reasons(llama_plan)[-1]
 
 
 def test_alternatives_follow_the_schema_recommendation_first(deepseek_plan) -> None:
@@ -73,17 +74,17 @@ def test_nothing_fits_gives_reasons_not_a_crash() -> None:
     result = plan(spec)
 
     assert result.recommendation is None
-    assert result.reasons[0].startswith("No pipeline strategy fits small")
-    assert "needs" in result.reasons[1] and 'recompute = "full"' in result.reasons[1]
+    assert reasons(result)[0].startswith("No pipeline strategy fits small")
+    assert "needs" in reasons(result)[1] and 'recompute = "full"' in reasons(result)[1]
     assert result.alternatives["fits"].any() is False
-    assert result.to_payload()["recommendation"] is None
+    assert payload(result)["recommendation"] is None
 
 
 def test_nothing_runs_gives_the_divisibility_reasons() -> None:
     result = plan(small_spec(global_batch=33))
 
     assert result.recommendation is None and result.alternatives.is_empty()
-    assert any("global batch 33 is not a multiple" in reason for reason in result.reasons)
+    assert any("global batch 33 is not a multiple" in reason for reason in reasons(result))
 
 
 def _row(schedule: str, step_ms: float, copies: int = 1, headroom: float = 10.0, fits: bool = True) -> dict:
@@ -135,7 +136,7 @@ def test_any_small_request_gets_a_plan_or_reasons(
     result = plan(spec)
 
     if result.recommendation is None:
-        assert result.reasons[0].startswith("No pipeline strategy fits")
+        assert reasons(result)[0].startswith("No pipeline strategy fits")
         assert not result.alternatives["fits"].any()
     else:
         assert result.recommendation["fits"] and result.recommendation["headroom_gib"] >= 0

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.output import Format, Result, Table, emit
+from tracekit.cli.output import Format, emit
 from tracekit.planner.calibrate import calibration_scale, hardware_notes
 from tracekit.planner.costs import UNSCALED
-from tracekit.planner.markdown import render
-from tracekit.planner.plan import Plan, plan
+from tracekit.planner.plan import plan
 from tracekit.planner.presets import MODELS
 from tracekit.planner.spec import load_spec
+from tracekit.present.plan import plan_result
+from tracekit.present.plan_markdown import render
 from tracekit.run_analysis import analyse
 
 FIELD_FLAGS: tuple[tuple[str, str, type, str], ...] = (
@@ -44,27 +45,6 @@ def _field_options(command: click.Command) -> click.Command:
         flag = "--" + name.replace("_", "-")
         command = click.option(flag, name, type=kind, default=None, help=f"[{section}] {text}")(command)
     return command
-
-
-def _result(outcome: Plan) -> Result:
-    payload = outcome.to_payload()
-    tables = (
-        Table("alternatives", outcome.alternatives, notes=outcome.reasons, name="alternatives"),
-        Table(
-            "ruled out before simulation",
-            outcome.rejected,
-            name="rejected",
-            shown=not outcome.rejected.is_empty(),
-        ),
-        Table(
-            "memory of the recommendation per rank",
-            outcome.memory,
-            notes=outcome.assumptions,
-            name="memory",
-            shown=not outcome.memory.is_empty(),
-        ),
-    )
-    return Result(payload=payload, tables=tables)
 
 
 @click.command("plan")
@@ -123,6 +103,6 @@ def command(
     if fmt == "markdown":
         sys.stdout.write(render(outcome))
     else:
-        emit(_result(outcome), Format(fmt))
+        emit(plan_result(outcome), Format(fmt))
     if outcome.recommendation is None:
         sys.exit(1)

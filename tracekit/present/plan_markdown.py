@@ -1,6 +1,7 @@
 """Render a ``Plan`` as a Markdown report: recommendation, alternatives, ruled out, parameter copies, assumptions.
 
-Presentation only: every figure comes from ``plan.Plan``; nothing here computes.
+Presentation only: every figure comes from ``tracekit.planner.plan.Plan`` and every sentence from
+``tracekit.present.plan``; nothing here computes.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.planner.plan import Plan
+from tracekit.present.plan import assumptions, reasons
 
 _ALTERNATIVE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("schedule", "schedule"),
@@ -67,7 +69,7 @@ def render(plan: Plan) -> str:
         ]
     else:
         lines += ["## No feasible plan", ""]
-    lines += [f"- {reason}" for reason in plan.reasons] + [""]
+    lines += [f"- {reason}" for reason in reasons(plan)] + [""]
     if not plan.alternatives.is_empty():
         lines += ["## Alternatives", ""]
         lines += _table(plan.alternatives, _ALTERNATIVE_COLUMNS)
@@ -99,5 +101,5 @@ def render(plan: Plan) -> str:
     ]
     if plan.compute_to_a2a is not None:
         lines += [f"Forward compute : all-to-all = {plan.compute_to_a2a:.2f} : 1.", ""]
-    lines += ["## Assumptions", ""] + [f"- {assumption}" for assumption in plan.assumptions] + [""]
+    lines += ["## Assumptions", ""] + [f"- {assumption}" for assumption in assumptions(plan)] + [""]
     return "\n".join(lines)
