@@ -118,6 +118,8 @@ class RunAnalysis:
     """The manifest that goes with ``given``."""
     given_stage_work: pl.DataFrame | None = None
     """Per-stage work (``tracekit.stragglers.work``) that goes with ``given``; None: the manifest's."""
+    given_world_size: int | None = None
+    """The job's ranks when ``given`` comes without a manifest (live intervals); None: the manifest's."""
 
     @classmethod
     def of_run(cls, run: Run, config: AnalysisConfig | None = None) -> RunAnalysis:
@@ -132,8 +134,13 @@ class RunAnalysis:
         config: AnalysisConfig | None = None,
         source: str = "realized actions",
         stage_work: pl.DataFrame | None = None,
+        world_size: int | None = None,
     ) -> RunAnalysis:
-        """The analysis of a realized-actions frame (``REALIZED_SCHEMA``, one clock) without traces."""
+        """The analysis of a realized-actions frame (``REALIZED_SCHEMA``, one clock) without traces.
+
+        ``world_size``: the job's ranks, for frames without a manifest (ranks missing from the frame
+        are then listed as unjudged).
+        """
         return cls(
             source=Path(source),
             config=config or AnalysisConfig(),
@@ -141,6 +148,7 @@ class RunAnalysis:
             given=actions,
             given_manifest=manifest,
             given_stage_work=stage_work,
+            given_world_size=world_size,
         )
 
     # --- the run --------------------------------------------------------------------------------
@@ -293,7 +301,7 @@ class RunAnalysis:
             self.case,
             self.config.stragglers,
             work,
-            world_size=None if manifest is None else manifest.world_size,
+            world_size=self.given_world_size if manifest is None else manifest.world_size,
         )
 
     @cached_property

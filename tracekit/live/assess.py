@@ -1,10 +1,9 @@
 """One interval of live summaries judged the way a captured trace is: stragglers, their price, bubbles.
 
-The interval's summaries become a realized-actions frame (``tracekit.live.summaries``), and from
-there every figure comes from the offline analysis's own functions: the dependency model and replay
-case (``tracekit.whatif.pipeline``), straggler scores and their what-if price
-(``tracekit.stragglers.scoring``), busy and bubble time (``tracekit.analysis.utilization``), and,
-when the ranks sit on several hosts, the clock alignment (``tracekit.whatif.clock``). Nothing here
+The interval's summaries become a realized-actions frame (``tracekit.live.summaries``), aligned
+across hosts as a trace is (``tracekit.whatif.clock``) when the ranks sit on several, and that frame
+is analysed on the one road a captured run takes (``tracekit.run_analysis.RunAnalysis.of_actions``):
+the same replay case, straggler scores and their what-if price, busy and bubble time. Nothing here
 scores or prices on its own.
 
 ``RANK_SCHEMA``, one row per rank of the interval:
@@ -31,12 +30,11 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from tracekit.analysis.utilization import rank_utilization, step_utilization
 from tracekit.live.summaries import StepSummary, realized_frame, stage_work_entries, step_frame
-from tracekit.stragglers.scoring import StragglerConfig, score_stragglers
+from tracekit.run_analysis import AnalysisConfig, RunAnalysis
+from tracekit.stragglers.scoring import StragglerConfig
 from tracekit.stragglers.work import stage_work_frame
 from tracekit.whatif.clock import apply_offsets, estimate_offsets
-from tracekit.whatif.pipeline import pipeline_case
 
 RANK_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -144,10 +142,16 @@ def assess_interval(
         # Ranks on one host share perf_counter's clock; across hosts, align as for a trace.
         clock = estimate_offsets(actions, hosts)
         actions = apply_offsets(actions, clock.rank_offset_ns)
-    case, replay_warnings = pipeline_case(actions, f"live interval {index}")
-    warnings.extend(replay_warnings)
-    work = stage_work_frame(stage_work_entries(kept), f"live interval {index}")
-    scored = score_stragglers(case, config.stragglers, stage_work=work, world_size=max(ranks) + 1)
+    source = f"live interval {index}"
+    analysis = RunAnalysis.of_actions(
+        actions,
+        config=AnalysisConfig(stragglers=config.stragglers),
+        source=source,
+        stage_work=stage_work_frame(stage_work_entries(kept), source),
+        world_size=max(ranks) + 1,
+    )
+    warnings.extend(analysis.replay.warnings)
+    scored = analysis.stragglers
     scores = scored.scores
     per_rank_scores = scored.ranks.select("rank", "score", "saving_ms")
     own = (
@@ -160,7 +164,7 @@ def assess_interval(
             pl.col("dropped").max(),
         )
     )
-    bubbles = rank_utilization(step_utilization(actions)).select("rank", "bubble_fraction")
+    bubbles = analysis.utilization.per_rank.select("rank", "bubble_fraction")
     action_ms = actions.group_by("rank").agg(
         ((pl.col("end_ns") - pl.col("start_ns")).median() / 1e6).alias("action_ms")
     )
@@ -177,6 +181,6 @@ def assess_interval(
         steps=tuple(steps),
         ranks=table,
         scores=scores,
-        step_ms=float(case.measured["measured_ms"].median()),  # type: ignore[arg-type]
+        step_ms=float(analysis.case.measured["measured_ms"].median()),  # type: ignore[arg-type]
         warnings=tuple(warnings),
     )
