@@ -118,6 +118,9 @@ class ScheduleInfo:
     """How stage indices were assigned."""
     stage_work: tuple[StageWork, ...] = ()
     """Parameters and layers of this rank's stage modules, where they could be counted."""
+    pipeline_group: tuple[int, ...] | None = None
+    """Global ranks of the process group this rank's pipeline communicates over, by group rank
+    (``collectors.groups``); None when unknown."""
 
     def run_schedule(self) -> RunSchedule:
         """The run-wide part (everything but this rank's stages)."""
@@ -292,6 +295,11 @@ class Manifest:
     stage_work: tuple[StageWork, ...] | None = None
     """One entry per stage whose work a rank counted, by stage; None when none was counted (older
     captures, custom loops)."""
+    pipeline_groups: tuple[tuple[int, ...], ...] | None = None
+    """The pipelines of a data-parallel x pipeline run: each group the global ranks of one pipeline
+    in pipeline-rank order, groups sorted by their first rank; the replica (data-parallel index) of
+    a rank is the index of its group. None when unknown (older captures, custom loops, ranks that
+    disagree: then ``problems`` says so)."""
     steps: RunSteps = RunSteps()
     """The step window."""
     eval_steps: EvalSteps = EvalSteps()
@@ -348,7 +356,26 @@ def parse_manifest(payload: Any) -> Manifest:
         raise SchemaError(f"rank_to_stages names rank {strays[0]} outside 0..{manifest.world_size - 1}")
     if manifest.complete != (bool(manifest.ranks) and all(entry.complete for entry in manifest.ranks)):
         raise SchemaError("complete disagrees with the ranks' entries")
+    _check_pipeline_groups(manifest.pipeline_groups or (), manifest.world_size)
     return manifest
+
+
+def _check_pipeline_groups(groups: tuple[tuple[int, ...], ...], world_size: int) -> None:
+    """SchemaError unless the groups are non-empty, of one size, disjoint, in range and sorted by first rank."""
+    seen: set[int] = set()
+    for index, group in enumerate(groups):
+        where = f"pipeline_groups[{index}]"
+        if not group or len(group) != len(groups[0]):
+            raise SchemaError(f"{where} holds {len(group)} ranks, pipeline_groups[0] {len(groups[0])}")
+        strays = [rank for rank in group if not 0 <= rank < world_size]
+        if strays:
+            raise SchemaError(f"{where} names rank {strays[0]} outside 0..{world_size - 1}")
+        twice = sorted(seen.intersection(group)) or sorted(r for r in set(group) if group.count(r) > 1)
+        if twice:
+            raise SchemaError(f"{where}: rank {twice[0]} is in two pipeline groups")
+        seen.update(group)
+        if index and group[0] <= groups[index - 1][0]:
+            raise SchemaError(f"{where}: groups are not sorted by their first rank")
 
 
 def parse_rank_meta(payload: Any) -> RankMeta:

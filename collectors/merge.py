@@ -181,6 +181,55 @@ def _stage_work(metas: dict[int, RankMeta], problems: list[str]) -> tuple[StageW
     return tuple(by_stage[stage] for stage in sorted(by_stage)) or None
 
 
+def _pipeline_order(group: tuple[int, ...], metas: dict[int, RankMeta]) -> tuple[int, ...]:
+    """``group`` in pipeline-rank order: by each member's first stage (its pipeline rank in every
+    stage numbering the collectors record) when every member described distinct stages, else as given."""
+    firsts = [
+        min(meta.schedule.stages) if meta.schedule is not None and meta.schedule.stages else None
+        for meta in (metas.get(rank) for rank in group)
+        if meta is not None
+    ]
+    if len(firsts) != len(group) or None in firsts or len(set(firsts)) != len(group):
+        return group
+    return tuple(rank for _, rank in sorted(zip(firsts, group)))
+
+
+def _pipeline_groups(
+    metas: dict[int, RankMeta], pp_size: int | None, problems: list[str]
+) -> tuple[tuple[int, ...], ...] | None:
+    """The pipelines the ranks' process groups form (``Manifest.pipeline_groups``); None, with a
+    problem, when a rank's group leaves it out, two groups overlap, or sizes disagree."""
+    named = {
+        rank: meta.schedule.pipeline_group
+        for rank, meta in sorted(metas.items())
+        if meta.schedule is not None and meta.schedule.pipeline_group is not None
+    }
+    if not named:
+        return None
+    owner: dict[int, tuple[int, tuple[int, ...]]] = {}
+    for rank, group in named.items():
+        if rank not in group or len(set(group)) != len(group):
+            problems.append(
+                f"rank {rank} names pipeline group {list(group)}, which leaves it out or repeats a rank"
+            )
+            return None
+        for member in group:
+            first, known = owner.setdefault(member, (rank, group))
+            if set(known) != set(group):
+                problems.append(
+                    f"ranks disagree on pipeline groups: rank {first} puts rank {member} in "
+                    f"{list(known)}, rank {rank} in {list(group)}"
+                )
+                return None
+    distinct = {frozenset(group): group for group in named.values()}
+    sizes = sorted({len(group) for group in distinct.values()})
+    if len(sizes) > 1 or (pp_size is not None and sizes[0] != pp_size):
+        of = "" if pp_size is None else f" for a schedule of {pp_size} pipeline ranks"
+        problems.append(f"pipeline groups of {' and '.join(map(str, sizes))} ranks{of}")
+        return None
+    return tuple(sorted((_pipeline_order(group, metas) for group in distinct.values()), key=lambda g: g[0]))
+
+
 def build_manifest(
     out_dir: Path,
     *,
@@ -241,6 +290,7 @@ def build_manifest(
             rank: meta.schedule.stages for rank, meta in sorted(metas.items()) if meta.schedule is not None
         },
         stage_work=_stage_work(metas, problems),
+        pipeline_groups=_pipeline_groups(metas, None if schedule is None else schedule.pp_size, problems),
         steps=RunSteps(requested=requested, captured=captured),
         eval_steps=EvalSteps(left_out=left_out),
         torch_version=torch_version,

@@ -44,6 +44,7 @@ import torch
 
 from collectors import capture, spans
 from collectors.files import report
+from collectors.groups import group_ranks
 from collectors.hooks import Guard, note_problem, wrap_attribute
 from collectors.manifest import MicrobatchPath, ScheduleInfo
 from collectors.patch_torch import p2p_direction
@@ -101,6 +102,8 @@ def describe(pipe: Any, num_chunks: int) -> ScheduleInfo:
             )
             if work is not None
         ),
+        # By group rank; a rank_mapping may reorder pipeline ranks: the merge orders by stage.
+        pipeline_group=group_ranks(getattr(pipe, "group", None)),
     )
 
 

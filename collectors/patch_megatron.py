@@ -35,6 +35,7 @@ from typing import Any
 
 from collectors import capture, spans
 from collectors.files import report
+from collectors.groups import group_ranks
 from collectors.hooks import wrap_attribute
 from collectors.manifest import MicrobatchPath, ScheduleInfo
 
@@ -55,6 +56,8 @@ class _StepState:
 
     pp_rank: int
     pp_size: int
+    group: Any = None
+    """Megatron's pipeline-parallel process group."""
     forwards: dict[int, tuple[int, int]] = field(default_factory=dict)
     """id(output_tensor forward_step returned) -> (stage, micro-batch), until its backward pops it."""
 
@@ -95,8 +98,10 @@ def _pipeline_group(schedules: ModuleType, kwargs: dict[str, Any]) -> Any:
     return schedules.parallel_state.get_pipeline_model_parallel_group()
 
 
-def describe(function_name: str, pp_rank: int, pp_size: int, kwargs: dict[str, Any]) -> ScheduleInfo:
-    """What one call of a Megatron-core schedule function runs on this rank."""
+def describe(
+    function_name: str, pp_rank: int, pp_size: int, kwargs: dict[str, Any], group: Any = None
+) -> ScheduleInfo:
+    """What one call of a Megatron-core schedule function runs on this rank (``group``: its pipeline group)."""
     model = kwargs.get("model")
     chunks = len(model) if isinstance(model, (list, tuple)) else 1
     microbatches = int(kwargs["num_microbatches"])
@@ -110,6 +115,7 @@ def describe(function_name: str, pp_rank: int, pp_size: int, kwargs: dict[str, A
         stages=tuple(chunk * pp_size + pp_rank for chunk in range(chunks)),
         paths=(MicrobatchPath(0, microbatches, 0, num_stages - 1),),
         stage_numbering=STAGE_NUMBERING,
+        pipeline_group=None if group is None else group_ranks(group),
     )
 
 
@@ -126,11 +132,13 @@ def _schedule(
                     return original(*args, **kwargs)
             try:
                 group = _pipeline_group(schedules, kwargs)
-                state = _StepState(group.rank(), group.size())
+                state = _StepState(group.rank(), group.size(), group)
             except Exception as error:  # noqa: BLE001 - an unknown megatron version must not stop training
                 report(f"cannot find megatron's pipeline group ({error!r}); this step is not labelled")
                 return original(*args, **kwargs)
-            recorder.begin_step(lambda: describe(function_name, state.pp_rank, state.pp_size, kwargs))
+            recorder.begin_step(
+                lambda: describe(function_name, state.pp_rank, state.pp_size, kwargs, state.group)
+            )
             _running.append(state)
             try:
                 result = original(*args, **kwargs)

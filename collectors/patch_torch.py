@@ -30,6 +30,7 @@ from typing import Any
 import torch.distributed as dist
 
 from collectors import capture, spans
+from collectors.groups import group_ranks
 from collectors.hooks import Guard, wrap_attribute
 from collectors.manifest import MicrobatchPath, ScheduleInfo
 from collectors.work import stage_work
@@ -116,6 +117,9 @@ def describe(schedule: Any) -> ScheduleInfo:
             for work in (stage_work(stage.stage_index, getattr(stage, "submod", None)) for stage in stages)
             if work is not None
         ),
+        # PipelineStage.group: the pipeline's process group (None: the default group); its group
+        # rank is the pipeline rank.
+        pipeline_group=group_ranks(getattr(stages[0], "group", None)),
     )
 
 

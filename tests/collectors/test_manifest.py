@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
-from collectors.manifest import parse_manifest
+import pytest
+
+from collectors.manifest import SchemaError, parse_manifest
 from collectors.merge import build_manifest
 
 SCHEDULE = {
@@ -135,3 +138,106 @@ def test_no_counted_work_leaves_stage_work_null(tmp_path: Path) -> None:
     _sidecar(tmp_path, 0, "complete")
 
     assert build_manifest(tmp_path, run_id="run").stage_work is None
+
+
+def _replica_sidecars(out_dir: Path, groups: list[list[int]], named: dict[int, list[int] | None]) -> None:
+    """Complete 8-rank sidecars of a 1F1B run on pipeline ``groups``; rank r names ``named[r]`` as its group."""
+    for group in groups:
+        for pp_rank, rank in enumerate(group):
+            schedule = {**SCHEDULE, "pp_size": len(group), "num_stages": len(group), "stages": [pp_rank]}
+            meta = {
+                "rank": rank,
+                "world_size": 8,
+                "status": "complete",
+                "trace": f"rank{rank}.json.gz",
+                "schedule": schedule,
+            }
+            if named.get(rank, group) is not None:  # absent, as in sidecars written before the field
+                schedule["pipeline_group"] = named.get(rank, group)
+            (out_dir / f"rank{rank}.meta.json").write_text(json.dumps(meta))
+            (out_dir / meta["trace"]).write_bytes(b"")
+
+
+@pytest.mark.parametrize(
+    ("groups", "merged"),
+    [
+        ([[0, 1, 2, 3], [4, 5, 6, 7]], ((0, 1, 2, 3), (4, 5, 6, 7))),  # contiguous
+        ([[0, 2, 4, 6], [1, 3, 5, 7]], ((0, 2, 4, 6), (1, 3, 5, 7))),  # strided (Megatron's order)
+        ([[7, 6, 5, 4], [3, 2, 1, 0]], ((3, 2, 1, 0), (7, 6, 5, 4))),  # pipeline rank order, not rank order
+    ],
+)
+def test_pipeline_groups_are_merged_in_pipeline_rank_order_sorted_by_first_rank(
+    tmp_path: Path, groups: list[list[int]], merged: tuple[tuple[int, ...], ...]
+) -> None:
+    # Each rank reports its group by group rank (sorted ranks, as dist.new_group numbers them).
+    _replica_sidecars(tmp_path, groups, {rank: sorted(group) for group in groups for rank in group})
+
+    manifest = build_manifest(tmp_path)
+
+    assert manifest.pipeline_groups == merged and manifest.problems == ()
+    assert parse_manifest(json.loads(json.dumps(manifest.to_json()))).pipeline_groups == merged
+
+
+@pytest.mark.parametrize(
+    ("named", "problem"),
+    [
+        ({5: [0, 5, 6, 7]}, "ranks disagree on pipeline groups"),
+        ({5: [0, 1, 2, 3]}, "rank 5 names pipeline group [0, 1, 2, 3], which leaves it out"),
+        ({r: [0, 1, 2, 3, 4, 5, 6, 7] for r in range(4, 8)}, "ranks disagree on pipeline groups"),
+    ],
+)
+def test_disagreeing_pipeline_groups_are_a_problem_never_a_crash(
+    tmp_path: Path, named: dict[int, list[int]], problem: str
+) -> None:
+    _replica_sidecars(tmp_path, [[0, 1, 2, 3], [4, 5, 6, 7]], named)
+
+    manifest = build_manifest(tmp_path)
+
+    assert manifest.pipeline_groups is None
+    assert any(p.startswith(problem) for p in manifest.problems), manifest.problems
+
+
+def test_groups_of_another_size_than_the_pipeline_are_a_problem(tmp_path: Path) -> None:
+    _replica_sidecars(tmp_path, [[0, 1, 2, 3], [4, 5, 6, 7]], {r: [0, 1, 2, 3, 4, 5, 6, 7] for r in range(8)})
+
+    manifest = build_manifest(tmp_path)
+
+    assert manifest.pipeline_groups is None
+    assert "pipeline groups of 8 ranks for a schedule of 4 pipeline ranks" in manifest.problems
+
+
+def test_sidecars_without_groups_leave_them_unknown(tmp_path: Path) -> None:
+    _replica_sidecars(tmp_path, [[0, 1, 2, 3], [4, 5, 6, 7]], {r: None for r in range(8)})
+
+    manifest = build_manifest(tmp_path)
+
+    assert manifest.pipeline_groups is None and manifest.problems == ()
+
+
+def test_a_manifest_written_before_pipeline_groups_still_loads(tmp_path: Path) -> None:
+    _replica_sidecars(tmp_path, [[0, 1, 2, 3], [4, 5, 6, 7]], {})
+    written = build_manifest(tmp_path).to_json()
+    old = {key: value for key, value in written.items() if key != "pipeline_groups"}
+
+    assert written["pipeline_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert parse_manifest(old).pipeline_groups is None
+
+
+@pytest.mark.parametrize(
+    ("groups", "fault"),
+    [
+        ([[0, 1], [1, 2]], "pipeline_groups[1]: rank 1 is in two pipeline groups"),
+        ([[0, 1], [2]], "pipeline_groups[1] holds 1 ranks, pipeline_groups[0] 2"),
+        ([[0, 1], [2, 9]], "pipeline_groups[1] names rank 9 outside 0..3"),
+        ([[2, 3], [0, 1]], "pipeline_groups[1]: groups are not sorted by their first rank"),
+    ],
+)
+def test_a_manifest_with_bad_pipeline_groups_is_refused_naming_the_fault(
+    tmp_path: Path, groups: list[list[int]], fault: str
+) -> None:
+    for rank in range(4):
+        _sidecar(tmp_path, rank, "complete")
+    payload = {**build_manifest(tmp_path).to_json(), "pipeline_groups": groups}
+
+    with pytest.raises(SchemaError, match=re.escape(fault)):
+        parse_manifest(payload)
