@@ -118,24 +118,30 @@ def _manifest_schedule(manifest: Manifest | None) -> RunSchedule | None:
 
 
 def pipeline_layout(actions: pl.DataFrame) -> pl.DataFrame:
-    """Rank -> (replica, position): ranks running the same stages are replicas of one pipeline position.
+    """Rank -> (replica, position): the actions' replica; ranks running the same stages share a position.
 
     Positions are ordered by their first stage. TracekitError when the replicas are uneven.
     """
     sets = (
         actions.group_by("rank")
         .agg(
+            pl.col("replica").first(),
             pl.col("stage").unique().sort().cast(pl.String()).str.join(",").alias("stages"),
             pl.col("stage").min().alias("first"),
         )
         .sort("rank")
-        .with_columns(pl.int_range(pl.len()).over("stages").cast(pl.Int32()).alias("replica"))
     )
     counts = sets.group_by("stages").len()
     if counts["len"].n_unique() != 1:
         raise TracekitError(
             "ranks do not form equal pipeline replicas: "
             + ", ".join(f"stages {s} on {n} ranks" for s, n in counts.sort("stages").iter_rows())
+        )
+    doubled = sets.group_by("replica", "stages").len().filter(pl.col("len") > 1).sort("replica", "stages")
+    if not doubled.is_empty():
+        replica, stages, count = doubled.row(0)
+        raise TracekitError(
+            f"{count} ranks of replica {replica} run stages {stages}: pipeline groups unknown"
         )
     positions = (
         sets.select("stages", "first")
@@ -415,6 +421,9 @@ def _facts(analysis: RunAnalysis, config: DashboardConfig) -> tuple[tuple[str, s
         )
     )
     if analysis.has_schedule_labels:
+        pipelines = analysis.pipelines
+        if pipelines.known:
+            rows.append(("data-parallel replicas", f"{pipelines.replicas} (pipeline groups from {pipelines.source})"))
         steps = sorted(analysis.actions["step"].unique().to_list())
         rows.append(("steps", ", ".join(str(step) for step in steps)))
         shown = (

@@ -26,8 +26,9 @@ import polars as pl
 
 from collectors.manifest import Manifest
 from tracekit.analysis.ideal import Ideal, IdealConfig, action_ops, ideal_durations
+from tracekit.analysis.pipelines import ONE_PIPELINE, PipelineGroups, PipelineLayout, resolve_groups
 from tracekit.analysis.realized import Clock, RealizedActions, RealizedSchedule, realize, realized_schedule
-from tracekit.analysis.utilization import rank_utilization, step_utilization
+from tracekit.analysis.utilization import rank_utilization, replica_utilization, step_utilization
 from tracekit.errors import TracekitError
 from tracekit.gpu.analysis import GpuAnalysis, analyse_gpu, has_gpu_events
 from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, KernelPattern
@@ -56,6 +57,9 @@ class AnalysisConfig:
     """What-if choices (``tracekit.whatif.attribution``)."""
     ideal: IdealConfig = field(default_factory=IdealConfig)
     """How ideal durations are taken (``tracekit.analysis.ideal``)."""
+    pipelines: PipelineLayout | None = None
+    """How ranks form data-parallel replicas of the pipeline (``tracekit.analysis.pipelines``); None:
+    run.json's pipeline groups, else one pipeline."""
 
     def __post_init__(self) -> None:
         if not self.kernel_patterns:
@@ -87,6 +91,8 @@ class Utilization:
 
     per_step: pl.DataFrame
     per_rank: pl.DataFrame
+    per_replica: pl.DataFrame
+    """One row per data-parallel replica (one row for a single pipeline)."""
 
 
 @dataclass(frozen=True)
@@ -194,8 +200,8 @@ class RunAnalysis:
 
     @property
     def run_warnings(self) -> tuple[str, ...]:
-        """What loading the traces found (missing ranks, unreadable parts)."""
-        return () if self.loaded is None else self.loaded.warnings
+        """What loading the traces found (missing ranks, unreadable parts), and a layout overriding run.json."""
+        return () if self.loaded is None else self.loaded.warnings + self._pipelines[1]
 
     @cached_property
     def _labels_run(self) -> Run:
@@ -220,9 +226,21 @@ class RunAnalysis:
             realized_schedule(self._labels_run)  # raises the message users know
 
     @cached_property
+    def _pipelines(self) -> tuple[PipelineGroups, tuple[str, ...]]:
+        if self.loaded is None:
+            return ONE_PIPELINE, ()
+        run = self.loaded
+        return resolve_groups(run.manifest, self.config.pipelines, run.world_size, run.ranks, run.root)
+
+    @property
+    def pipelines(self) -> PipelineGroups:
+        """The run's pipeline groups: each rank's replica (``tracekit.analysis.pipelines``)."""
+        return self._pipelines[0]
+
+    @cached_property
     def labelled(self) -> RealizedSchedule:
         """The labelled actions on their CPU spans; TracekitError when the run has no schedule labels."""
-        return realized_schedule(self._labels_run)
+        return realized_schedule(self._labels_run, self.pipelines)
 
     # --- GPU and the realized actions -----------------------------------------------------------
 
@@ -260,7 +278,11 @@ class RunAnalysis:
     def utilization(self) -> Utilization:
         """Per-step and per-rank busy, bubble and action counts of the realized actions."""
         per_step = step_utilization(self.actions)
-        return Utilization(per_step=per_step, per_rank=rank_utilization(per_step))
+        return Utilization(
+            per_step=per_step,
+            per_rank=rank_utilization(per_step),
+            per_replica=replica_utilization(self.actions, per_step),
+        )
 
     # --- replay, ideal, stragglers, what-if -----------------------------------------------------
 
@@ -354,5 +376,9 @@ def analyse(
     if is_optable(path):
         if not path.is_file():
             raise TracekitError("no such op-table file", path)
+        if config.pipelines is not None:
+            raise TracekitError(
+                "--pipelines is for trace directories: an op-table names each op's data-parallel rank", path
+            )
         return RunAnalysis(source=path, config=config, loaded=None, meta=meta)
     return RunAnalysis(source=path, config=config, loaded=load(path))

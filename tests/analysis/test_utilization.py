@@ -7,15 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analysis.realized import REALIZED_SCHEMA
-from tracekit.analysis.utilization import rank_utilization, step_utilization
+from tracekit.analysis.utilization import rank_utilization, replica_utilization, step_utilization
 
 
-def _actions(rows: list[tuple[int, int, str, int, int]]) -> pl.DataFrame:
-    """Rows of (rank, step, kind, start_ns, end_ns)."""
+def _actions(rows: list[tuple[int, int, str, int, int]], replica_size: int = 1_000) -> pl.DataFrame:
+    """Rows of (rank, step, kind, start_ns, end_ns); ranks ``d * replica_size ..`` form replica d."""
     return pl.DataFrame(
         [
             {
                 "rank": r,
+                "replica": r // replica_size,
                 "step": s,
                 "stage": r,
                 "kind": k,
@@ -56,6 +57,22 @@ def test_rank_figures_sum_steps() -> None:
     assert per_rank.row(0, named=True)["window_ns"] == 20 + 40
     assert per_rank.row(0, named=True)["busy_ns"] == 20
     assert per_rank.row(0, named=True)["bubble_fraction"] == 40 / 60
+
+
+def test_each_replica_has_its_own_span_inside_the_step_window_of_all_ranks() -> None:
+    # Replica 0 (ranks 0, 1) is done at 30 ns; replica 1 (ranks 2, 3) runs to 50 ns, in both steps.
+    rows = [(0, 0, "F", 0, 10), (1, 0, "F", 10, 30), (2, 0, "F", 0, 20), (3, 0, "F", 20, 50)]
+    actions = _actions(rows + [(r, 1, k, a + 100, b + 100) for r, _, k, a, b in rows], replica_size=2)
+    per_step = step_utilization(actions)
+
+    per_replica = replica_utilization(actions, per_step)
+
+    assert per_step.filter(pl.col("step") == 0)["window_ns"].to_list() == [50] * 4
+    assert per_replica.rows() == [
+        (0, 2, 2, 2 * 30, 4 * 50, 2 * 30, 4 * 50 - 60, (200 - 60) / 200),
+        (1, 2, 2, 2 * 50, 4 * 50, 2 * 50, 4 * 50 - 100, (200 - 100) / 200),
+    ]
+    assert rank_utilization(per_step)["replica"].to_list() == [0, 0, 1, 1]
 
 
 spans = st.lists(

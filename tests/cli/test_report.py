@@ -52,6 +52,7 @@ def test_table_report_and_out_dir(two_rank_run: Path, tmp_path: Path) -> None:
     assert {path.name for path in out.iterdir()} == {
         "result.json",
         "ranks.parquet",
+        "replicas.parquet",
         "steps.parquet",
         "schedule.parquet",
     }

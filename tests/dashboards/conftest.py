@@ -52,6 +52,7 @@ def replicated_actions(
             parts.append(
                 frame.with_columns(
                     (pl.col("rank") + replica * pp).cast(pl.Int32()).alias("rank"),
+                    pl.lit(replica, pl.Int32()).alias("replica"),
                     pl.lit(step, pl.Int32()).alias("step"),
                     ((pl.col("start") * 1e6).round().cast(pl.Int64()) + step * STEP_GAP_NS).alias("start_ns"),
                     ((pl.col("end") * 1e6).round().cast(pl.Int64()) + step * STEP_GAP_NS).alias("end_ns"),
@@ -60,7 +61,18 @@ def replicated_actions(
             )
     return (
         pl.concat(parts)
-        .select("rank", "step", "stage", "kind", "microbatch", "start_ns", "end_ns", "overlapped", "source")
+        .select(
+            "rank",
+            "replica",
+            "step",
+            "stage",
+            "kind",
+            "microbatch",
+            "start_ns",
+            "end_ns",
+            "overlapped",
+            "source",
+        )
         .sort("rank", "start_ns")
     )
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from whatif.simulated_runs import simulated_actions
+from whatif.simulated_runs import data_parallel_actions, simulated_actions
 
 from tracekit.present.stragglers import describe, heading, notes, stragglers_payload
 from tracekit.run_analysis import AnalysisConfig, RunAnalysis, analyse
@@ -68,6 +68,34 @@ def test_ranks_without_peers_or_recorded_work_are_listed_with_the_reason() -> No
     assert result.flagged.is_empty()
     history = result.scores.filter(pl.col("rank") == 3)
     assert (history["reference"] == "history").all() and history["score"].is_null().all()
+
+
+@pytest.mark.parametrize(("name", "slow_rank"), [("1f1b", 0), ("1f1b", 3), ("zbv", 0), ("dualpipev", 2)])
+def test_with_replicas_every_rank_has_peers_and_a_first_or_last_stage_straggler_is_named(
+    name: str, slow_rank: int
+) -> None:
+    # No stage work recorded: without replicas the first and last stage could not be judged at all.
+    actions = data_parallel_actions(name, slow_replica=1, slow_rank=slow_rank, factor=1.6, steps=3)
+    case, _ = pipeline_case(actions, name)
+
+    result = score_stragglers(case)
+
+    assert result.unjudged.is_empty()
+    assert set(result.scores["reference"].to_list()) == {"peers"}
+    assert set(result.scores["references"].to_list()) == {1}  # the same stage in the other replica
+    assert result.flagged["rank"].to_list() == [4 + slow_rank]
+    assert result.flagged.row(0, named=True)["reference"] == "peers"
+
+
+def test_stragglers_payload_names_each_ranks_replica() -> None:
+    actions = data_parallel_actions("1f1b", slow_replica=1, slow_rank=0, factor=2.0, steps=3)
+
+    payload = stragglers_payload(RunAnalysis.of_actions(actions))
+
+    (straggler,) = payload["stragglers"]
+    assert (straggler["rank"], straggler["replica"]) == (4, 1) and payload["replicas"] == 2
+    assert straggler["summary"].startswith("rank 4 (replica 1) runs ")
+    assert {(row["rank"], row["replica"]) for row in payload["ranks"]} == {(r, r // 4) for r in range(8)}
 
 
 def test_a_missing_rank_is_listed_as_unjudged() -> None:

@@ -38,7 +38,7 @@ def simulated_actions(
     slow_steps: Sequence[int] | None = None,
     comm_ms: float = 0.0,
 ) -> pl.DataFrame:
-    """The realized-actions frame (tracekit.analysis.realized schema) of a simulated run.
+    """The realized-actions frame (tracekit.analysis.realized schema, one pipeline) of a simulated run.
 
     F costs 2 ms, I 2 ms, W 1 ms on every stage, an F&B pair the sum of its halves; ``slow_rank``'s
     stages cost ``factor`` times as much in ``slow_steps`` (all steps when None).
@@ -57,6 +57,7 @@ def simulated_actions(
         frame = simulate(schedule, costs).to_frame()
         parts.append(
             frame.with_columns(
+                pl.lit(0, pl.Int32()).alias("replica"),
                 pl.lit(step, pl.Int32()).alias("step"),
                 ((pl.col("start") * 1e6).round().cast(pl.Int64()) + step * STEP_GAP_NS).alias("start_ns"),
                 ((pl.col("end") * 1e6).round().cast(pl.Int64()) + step * STEP_GAP_NS).alias("end_ns"),
@@ -64,6 +65,35 @@ def simulated_actions(
         )
     return (
         pl.concat(parts)
-        .select("rank", "step", "stage", "kind", "microbatch", "start_ns", "end_ns", "overlapped")
+        .select("rank", "replica", "step", "stage", "kind", "microbatch", "start_ns", "end_ns", "overlapped")
         .sort("rank", "start_ns")
     )
+
+
+def data_parallel_actions(
+    name: str,
+    replicas: int = 2,
+    pp: int = 4,
+    slow_replica: int | None = None,
+    slow_rank: int | None = None,
+    factor: float = 1.0,
+    **simulated: object,
+) -> pl.DataFrame:
+    """``replicas`` simulated pipelines side by side: rank ``d * pp + r`` runs pipeline rank r of replica d.
+
+    Only replica ``slow_replica``'s pipeline rank ``slow_rank`` is slowed by ``factor``.
+    """
+    parts = [
+        simulated_actions(
+            name,
+            pp=pp,
+            slow_rank=slow_rank if replica == slow_replica else None,
+            factor=factor,
+            **simulated,  # type: ignore[arg-type]
+        ).with_columns(
+            (pl.col("rank") + replica * pp).cast(pl.Int32()).alias("rank"),
+            pl.lit(replica, pl.Int32()).alias("replica"),
+        )
+        for replica in range(replicas)
+    ]
+    return pl.concat(parts).sort("rank", "start_ns")

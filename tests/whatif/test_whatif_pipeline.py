@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from whatif.simulated_runs import simulated_actions
+from whatif.simulated_runs import data_parallel_actions, simulated_actions
 
 from tracekit.errors import TracekitError
 from tracekit.schedule.costs import Costs
@@ -33,6 +33,7 @@ def test_replay_with_real_durations_reproduces_the_simulated_step(name, pp, micr
     frame = (
         timeline.to_frame()
         .with_columns(
+            pl.lit(0, pl.Int32()).alias("replica"),
             pl.lit(0, pl.Int32()).alias("step"),
             (pl.col("start") * 1e6).round().cast(pl.Int64()).alias("start_ns"),
             (pl.col("end") * 1e6).round().cast(pl.Int64()).alias("end_ns"),
@@ -103,3 +104,40 @@ def test_cross_rank_dependencies_run_forward_then_backward() -> None:
     assert pairs == {(0, 1), (1, 2), (2, 3), (3, 2), (2, 1), (1, 0)}
     assert (deps["dst_start_ns"] >= deps["src_end_ns"]).all()
     assert np.unique(deps["step"].to_numpy()).tolist() == [0]
+
+
+@pytest.mark.parametrize("name", ["1f1b", "zbv", "dualpipev"])
+def test_dependencies_stay_within_a_replica_and_the_step_ends_with_the_last_replica(name: str) -> None:
+    frame = data_parallel_actions(name, replicas=2, slow_replica=1, slow_rank=2, factor=2.0, steps=1)
+
+    deps = cross_rank_dependencies(frame)
+    case, warnings = pipeline_case(frame, name)
+
+    replica_of = dict(zip(frame["rank"].to_list(), frame["replica"].to_list()))
+    assert warnings == () and deps.height > 0
+    assert all(replica_of[src] == replica_of[dst] == d for src, dst, d in deps.select("src_rank", "dst_rank", "replica").iter_rows())
+    # Each replica's dependencies are those of one pipeline alone, renumbered.
+    single = cross_rank_dependencies(simulated_actions(name, steps=1))
+    assert deps.filter(pl.col("replica") == 0).height == single.height
+    slow = case.replay_step_times(case.ops["duration_ms"].to_numpy())[0]
+    alone, _ = pipeline_case(simulated_actions(name, slow_rank=2, factor=2.0, steps=1), name)
+    assert slow == pytest.approx(alone.replay_step_times(alone.ops["duration_ms"].to_numpy())[0], abs=1e-6)
+    assert sorted(case.ops["dp_rank"].unique().to_list()) == [0, 1]
+
+
+def test_replicas_without_pipeline_groups_are_refused_with_the_option_named() -> None:
+    frame = data_parallel_actions("1f1b", replicas=2, steps=1).with_columns(pl.lit(0, pl.Int32()).alias("replica"))
+
+    with pytest.raises(TracekitError, match=r"runs 2 times in step 0 \(ranks 0, 4\).*--pipelines contiguous:P or strided:P"):
+        pipeline_case(frame, "replicas")
+
+
+def test_what_if_attributes_to_the_slow_replica_its_stage_and_worker() -> None:
+    case, _ = pipeline_case(data_parallel_actions("1f1b", slow_replica=1, slow_rank=2, factor=2.0), "dp")
+
+    result = what_if(case)
+
+    assert next(iter(result.by_dp_rank)) == 1 and result.by_dp_rank[1] > result.by_dp_rank[0]
+    assert next(iter(result.by_stage)) == 2 and next(iter(result.by_rank)) == 6
+    assert result.by_dp_rank[1] == pytest.approx(result.slowdown)
+    assert result.by_dp_rank[0] == pytest.approx(1.0)

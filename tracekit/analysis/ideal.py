@@ -139,14 +139,14 @@ def action_ops(actions: pl.DataFrame) -> pl.DataFrame:
     """The op instances of realized actions (``REALIZED_SCHEMA``), ``ACTION_OPS_SCHEMA``.
 
     Work and pairs follow ``tracekit.whatif.pipeline`` (a micro-batch's path is the stages it ran
-    on in the step; the halves of a pair are consecutive among a rank's overlapped actions), so the
-    rows key the same ideal as the replay case's ops; unlike the case, data-parallel replicas of a
-    stage are allowed (they are each other's peers).
+    on in the step and replica; the halves of a pair are consecutive among a rank's overlapped
+    actions), so the rows key the same ideal as the replay case's ops; the data-parallel replicas
+    of a stage are each other's peers.
     """
-    paths = actions.group_by("step", "microbatch").agg(
+    paths = actions.group_by("step", "replica", "microbatch").agg(
         pl.col("stage").min().alias("path_first"), pl.col("stage").max().alias("path_last")
     )
-    rows = actions.join(paths, on=["step", "microbatch"]).with_columns(
+    rows = actions.join(paths, on=["step", "replica", "microbatch"]).with_columns(
         _role(pl.col("stage"), pl.col("path_first"), pl.col("path_last")).alias("role"),
         ((pl.col("end_ns") - pl.col("start_ns")) / 1e6).alias("duration_ms"),
     )

@@ -3,6 +3,7 @@
 | column | dtype | unit / meaning | null means |
 |---|---|---|---|
 | rank | Int32 | global rank | never null |
+| replica | Int32 | data-parallel replica: the index of the rank's pipeline group (``tracekit.analysis.pipelines``); 0 for a single pipeline | never null |
 | step | Int32 | training step (``tracekit:step#n``, else ``ProfilerStep#n``, else occurrence order) | never null |
 | stage | Int32 | global pipeline stage index (docs/labels.md) | never null |
 | kind | String | F, B (full backward), I (backward for inputs), W (backward for weights) | never null |
@@ -11,6 +12,9 @@
 | end_ns | Int64 | end, ns | never null |
 | overlapped | Boolean | True for the two halves of an overlapped F&B pair | never null |
 | source | String | which label format named the action (``LabelFormat.name``) | never null |
+
+Stages are global pipeline stages, the same in every replica: the replica column tells the copies
+of a stage apart.
 
 Rows are ordered by rank, then start. When one action carries several labels (torch's ``PP:`` span
 around the collector's ``tracekit:`` span), the most trusted format wins. An overlapped pair whose
@@ -40,6 +44,7 @@ from enum import Enum
 
 import polars as pl
 
+from tracekit.analysis.pipelines import ONE_PIPELINE, PipelineGroups, with_replicas
 from tracekit.errors import TracekitError
 from tracekit.schedule.action import pair_body_pattern
 from tracekit.trace.labels import Role, match_labels
@@ -48,6 +53,7 @@ from tracekit.whatif.clock import ClockAlignment, apply_offsets, estimate_offset
 
 REALIZED_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
+    "replica": pl.Int32(),
     "step": pl.Int32(),
     "stage": pl.Int32(),
     "kind": pl.String(),
@@ -72,9 +78,9 @@ class RealizedSchedule:
     warnings: tuple[str, ...]
 
 
-def _stage_of_single_stage_ranks(run: Run) -> dict[int, int]:
-    """Rank -> its only stage, from the manifest's rank-to-stages map (rank itself when there is none)."""
-    mapping = {rank: rank for rank in run.ranks}
+def _stage_of_single_stage_ranks(run: Run, groups: PipelineGroups) -> dict[int, int]:
+    """Rank -> its only stage, from the manifest's rank-to-stages map (its pipeline rank when there is none)."""
+    mapping = {rank: groups.pipeline_rank(rank) for rank in run.ranks}
     for entry in run.manifest.ranks if run.manifest is not None else ():
         if entry.stages is not None and len(entry.stages) == 1:
             mapping[entry.rank] = entry.stages[0]
@@ -137,8 +143,11 @@ def _assign_steps(actions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([with_spans, by_occurrence])
 
 
-def realized_schedule(run: Run) -> RealizedSchedule:
-    """Reconstruct every rank's executed actions from the run's labels; TracekitError when there are none."""
+def realized_schedule(run: Run, groups: PipelineGroups = ONE_PIPELINE) -> RealizedSchedule:
+    """Reconstruct every rank's executed actions from the run's labels; TracekitError when there are none.
+
+    ``groups`` gives each rank its replica (and, for labels without a stage, its stage).
+    """
     labels = match_labels(run.events.filter(pl.col("cat") == "user_annotation")).with_columns(
         (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns")
     )
@@ -151,7 +160,7 @@ def realized_schedule(run: Run) -> RealizedSchedule:
             "with `tracekit record`, or label actions with collectors.mark",
             run.root,
         )
-    single_stage = _stage_of_single_stage_ranks(run)
+    single_stage = _stage_of_single_stage_ranks(run, groups)
     actions = actions.with_columns(
         pl.col("stage").fill_null(pl.col("rank").replace_strict(single_stage, return_dtype=pl.Int32()))
     )
@@ -180,7 +189,7 @@ def realized_schedule(run: Run) -> RealizedSchedule:
             f"(ranks {sorted(outside['rank'].unique().to_list())})"
         )
     actions = (
-        actions.filter(pl.col("step").is_not_null())
+        with_replicas(actions.filter(pl.col("step").is_not_null()), groups)
         .sort("priority", "dur_ns", descending=[True, False])
         .unique([*_ACTION_KEY, "step"], keep="first")
         .select(list(REALIZED_SCHEMA))
@@ -273,7 +282,7 @@ def realize(run: Run, labelled: RealizedSchedule, projection: pl.DataFrame | Non
     else:
         actions, clock, gpu_warnings = on_gpu_clock(projection, run.root)
         warnings += gpu_warnings
-    alignment = estimate_offsets(actions, rank_hosts(run))
+    alignment = estimate_offsets(actions, rank_hosts(run), str(run.root))
     if alignment.violations:
         warnings.append(
             f"{run.root}: {alignment.violations} of {alignment.dependencies} cross-rank dependencies still run "

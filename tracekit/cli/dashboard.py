@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.options import format_option
+from tracekit.analysis.pipelines import PipelineLayout
+from tracekit.cli.options import format_option, pipelines_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.cli.progress import load_run_with_progress
 from tracekit.run_analysis import AnalysisConfig, analyse
@@ -45,6 +46,7 @@ from tracekit.stragglers.scoring import StragglerConfig
     show_default=True,
     help="Flag stragglers whose score (peer median / own median) is below this.",
 )
+@pipelines_option
 @format_option
 def command(
     trace_dir: Path,
@@ -54,6 +56,7 @@ def command(
     png_dir: Path | None,
     svg_dir: Path | None,
     threshold: float,
+    pipelines: PipelineLayout | None,
     fmt: Format,
 ) -> None:
     """Realized schedule beside its ideal, utilization, overlap, stragglers and schedule comparison."""
@@ -62,7 +65,7 @@ def command(
     from dashboards.write import write_dashboard
 
     try:
-        analysis_config = AnalysisConfig(stragglers=StragglerConfig(threshold=threshold))
+        analysis_config = AnalysisConfig(stragglers=StragglerConfig(threshold=threshold), pipelines=pipelines)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--threshold") from None
     config = DashboardConfig(step=step, all_steps=all_steps)

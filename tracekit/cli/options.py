@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from tracekit.analysis.pipelines import LAYOUT_HELP, PipelineLayout
 from tracekit.cli.output import Format
 
 format_option = click.option(
@@ -32,6 +33,25 @@ meta_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Job metadata YAML of an op-table (default: the one meta*.yaml beside it).",
+)
+
+
+def _layout(_ctx: click.Context, _param: click.Parameter, value: str | None) -> PipelineLayout | None:
+    if value is None:
+        return None
+    try:
+        return PipelineLayout.parse(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+pipelines_option = click.option(
+    "--pipelines",
+    "pipelines",
+    metavar="contiguous:P|strided:P",
+    default=None,
+    callback=_layout,
+    help=LAYOUT_HELP,
 )
 
 COST_HELP = "cost of one micro-batch through one rank's share of the model (a stage of a v-chunk schedule costs it / v)"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.options import format_option, out_option
+from tracekit.analysis.pipelines import PipelineLayout
+from tracekit.cli.options import format_option, out_option, pipelines_option
 from tracekit.cli.output import Format, emit
 from tracekit.cli.progress import load_run_with_progress
 from tracekit.gpu.hta_compat import HTA_VERSION, hta_breakdown
@@ -29,14 +30,21 @@ from tracekit.run_analysis import AnalysisConfig, analyse
     default=None,
     help="TOML or YAML file of extra kernel-class patterns, tried before the built-in table (docs/gpu.md).",
 )
+@pipelines_option
 @format_option
 @out_option
 def command(
-    trace_dir: Path, hta_compatible: bool, kernel_classes: Path | None, fmt: Format, out_dir: Path | None
+    trace_dir: Path,
+    hta_compatible: bool,
+    kernel_classes: Path | None,
+    pipelines: PipelineLayout | None,
+    fmt: Format,
+    out_dir: Path | None,
 ) -> None:
     """Per-rank bubbles, GPU busy/idle and communication overlap of the run in TRACE_DIR."""
     patterns = load_patterns(kernel_classes) if kernel_classes is not None else KERNEL_PATTERNS
-    analysis = analyse(trace_dir, AnalysisConfig(kernel_patterns=patterns), load=load_run_with_progress)
+    config = AnalysisConfig(kernel_patterns=patterns, pipelines=pipelines)
+    analysis = analyse(trace_dir, config, load=load_run_with_progress)
     if hta_compatible:
         emit(hta_result(analysis, hta_breakdown(analysis.run), str(trace_dir)), fmt, out_dir)
         return

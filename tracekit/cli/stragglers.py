@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.options import format_option, meta_option, out_option
+from tracekit.analysis.pipelines import PipelineLayout
+from tracekit.cli.options import format_option, meta_option, out_option, pipelines_option
 from tracekit.cli.output import Format, emit
 from tracekit.cli.progress import load_run_with_progress
 from tracekit.present.stragglers import stragglers_result
@@ -24,12 +25,20 @@ from tracekit.stragglers.scoring import StragglerConfig
     show_default=True,
     help="Flag ranks whose score (reference / own duration) is below this.",
 )
+@pipelines_option
 @format_option
 @out_option
-def command(source: Path, meta: Path | None, threshold: float, fmt: Format, out_dir: Path | None) -> None:
+def command(
+    source: Path,
+    meta: Path | None,
+    threshold: float,
+    pipelines: PipelineLayout | None,
+    fmt: Format,
+    out_dir: Path | None,
+) -> None:
     """Ranks whose compute is slower than their peers' or their expected cost in SOURCE, most costly first."""
     try:
-        config = AnalysisConfig(stragglers=StragglerConfig(threshold=threshold))
+        config = AnalysisConfig(stragglers=StragglerConfig(threshold=threshold), pipelines=pipelines)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--threshold") from None
     analysis = analyse(source, config, meta=meta, load=load_run_with_progress)

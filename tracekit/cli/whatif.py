@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from tracekit.analysis.ideal import IdealConfig
-from tracekit.cli.options import format_option, meta_option, out_option
+from tracekit.analysis.pipelines import PipelineLayout
+from tracekit.cli.options import format_option, meta_option, out_option, pipelines_option
 from tracekit.cli.output import Format, emit
 from tracekit.cli.progress import load_run_with_progress
 from tracekit.present.whatif import whatif_result
@@ -25,12 +26,18 @@ from tracekit.run_analysis import AnalysisConfig, analyse
     help="robust: each op at the median of the other ranks doing the same work; osdi25: the OSDI'25 "
     "artifact's mean per op type over the whole run [default: osdi25 for op-tables, robust for runs].",
 )
+@pipelines_option
 @format_option
 @out_option
 def command(
-    source: Path, meta: Path | None, ideal_method: str | None, fmt: Format, out_dir: Path | None
+    source: Path,
+    meta: Path | None,
+    ideal_method: str | None,
+    pipelines: PipelineLayout | None,
+    fmt: Format,
+    out_dir: Path | None,
 ) -> None:
     """Replay SOURCE with ideal durations: slowdown S and its attribution (OSDI'25 what-if)."""
-    config = AnalysisConfig(ideal=IdealConfig(method=ideal_method))  # type: ignore[arg-type]
+    config = AnalysisConfig(ideal=IdealConfig(method=ideal_method), pipelines=pipelines)  # type: ignore[arg-type]
     analysis = analyse(source, config, meta=meta, load=load_run_with_progress)
     emit(whatif_result(analysis, str(source)), fmt, out_dir)

@@ -117,9 +117,12 @@ def parse_summary(message: dict[str, Any]) -> StepSummary:
 
 
 def realized_frame(summaries: Iterable[StepSummary]) -> pl.DataFrame:
-    """The summaries' actions in ``REALIZED_SCHEMA``, times on each rank's host clock, ordered like a trace's."""
+    """The summaries' actions in ``REALIZED_SCHEMA``, times on each rank's host clock, ordered like a trace's.
+
+    Live summaries name no pipeline groups: every rank is in replica 0 (one pipeline).
+    """
     rows = [
-        (s.rank, s.step, stage, kind, mb, s.start_ns + start, s.start_ns + end, overlapped, LIVE_SOURCE)
+        (s.rank, 0, s.step, stage, kind, mb, s.start_ns + start, s.start_ns + end, overlapped, LIVE_SOURCE)
         for s in summaries
         for stage, kind, mb, start, end, overlapped in s.actions
     ]

@@ -25,6 +25,9 @@ DEFINITIONS = {
     "(covers pipeline fill and drain); a rank's window is the sum over its steps",
     "busy": "union of the rank's compute-action spans (F, B, I, W) inside the window",
     "bubble_fraction": "(window - busy) / window",
+    "replica": "the rank's data-parallel replica: the index of its pipeline group (run.json or --pipelines)",
+    "span": "per replica and step, its ranks' first action start to last action end; the step window is "
+    "over all replicas",
     "clock": "gpu: action times are the first start and last end of the GPU work launched inside each "
     "label; cpu: the labels' own spans",
 }
@@ -53,14 +56,31 @@ HTA_DEFINITIONS = {
 def rank_table(analysis: RunAnalysis) -> pl.DataFrame:
     """The per-rank table people read: milliseconds and counts."""
     return analysis.utilization.per_rank.select(
-        "rank", "steps", *in_ms(["window_ns", "busy_ns", "bubble_ns"]), "bubble_fraction", *KIND_CODES
+        "rank",
+        "replica",
+        "steps",
+        *in_ms(["window_ns", "busy_ns", "bubble_ns"]),
+        "bubble_fraction",
+        *KIND_CODES,
+    )
+
+
+def replica_table(analysis: RunAnalysis) -> pl.DataFrame:
+    """Per data-parallel replica: its mean span per step beside its ranks' busy and bubble time, ms."""
+    return analysis.utilization.per_replica.select(
+        "replica",
+        "ranks",
+        "steps",
+        (pl.col("span_ns") / pl.col("steps") / 1e6).alias("span_per_step"),
+        *in_ms(["window_ns", "busy_ns", "bubble_ns"]),
+        "bubble_fraction",
     )
 
 
 def step_table(analysis: RunAnalysis) -> pl.DataFrame:
     """Per (rank, step) window, busy and bubble in ms."""
     return analysis.utilization.per_step.select(
-        "rank", "step", *in_ms(["window_ns", "busy_ns", "bubble_ns"]), "bubble_fraction"
+        "rank", "replica", "step", *in_ms(["window_ns", "busy_ns", "bubble_ns"]), "bubble_fraction"
     )
 
 
@@ -143,6 +163,7 @@ def report_payload(analysis: RunAnalysis) -> dict[str, Any]:
         ranks = [
             {
                 "rank": row["rank"],
+                "replica": row["replica"],
                 "bubble_fraction": row["bubble_fraction"],
                 "busy": row["busy"],
                 "window": row["window"],
@@ -154,6 +175,7 @@ def report_payload(analysis: RunAnalysis) -> dict[str, Any]:
         ]
         schedule = actions.select(
             "rank",
+            "replica",
             "stage",
             "kind",
             "microbatch",
@@ -164,11 +186,23 @@ def report_payload(analysis: RunAnalysis) -> dict[str, Any]:
         body = {
             "clock": analysis.clock.value,
             "ranks": ranks,
+            "replicas": replica_table(analysis).to_dicts(),
+            "pipeline_groups": {
+                "source": analysis.pipelines.source,
+                "groups": [list(group) for group in analysis.pipelines.groups],
+            },
             "steps": step_table(analysis).to_dicts(),
             "schedule": schedule,
         }
     else:
-        body = {"clock": None, "ranks": [], "steps": [], "schedule": []}
+        body = {
+            "clock": None,
+            "ranks": [],
+            "replicas": [],
+            "pipeline_groups": None,
+            "steps": [],
+            "schedule": [],
+        }
     gpu = analysis.gpu
     return {
         **head,
@@ -192,6 +226,13 @@ def report_result(analysis: RunAnalysis, name: str) -> Result:
         tables += [
             Table(
                 title=title, frame=rank_table(analysis), notes=notes_of(DEFINITIONS) + (clock,), name="ranks"
+            ),
+            Table(
+                title=f"{analysis.pipelines.replicas} data-parallel replicas (pipeline groups from "
+                f"{analysis.pipelines.source}), times in ms",
+                frame=replica_table(analysis),
+                name="replicas",
+                shown=analysis.pipelines.replicas > 1,
             ),
             Table(title="steps", frame=analysis.utilization.per_step, name="steps", shown=False),
             Table(title="realized schedule", frame=analysis.actions, name="schedule", shown=False),

@@ -26,7 +26,8 @@ def notes(config: StragglerConfig) -> tuple[str, ...]:
     return (
         "score: reference / own median duration of compute (1 typical; below 1 slower)",
         (
-            "reference: peers (same stage elsewhere, or same place on the path with the same work), else "
+            "reference: peers (the same stage in the other data-parallel replicas, or the same place on the path "
+            "with the same work), else "
             "expected (the other stages' cost per parameter times this stage's), else history (its own other steps)"
         ),
         (
@@ -47,18 +48,22 @@ def heading(source: str, result: Stragglers) -> str:
     return f"{source}: {count} straggling rank{'s' if count > 1 else ''} ({rule})"
 
 
-def describe(row: dict[str, Any]) -> str:
-    """One plain sentence for a rank row: its slowest kind against its reference, and its price."""
+def describe(row: dict[str, Any], replicas: int = 1) -> str:
+    """One plain sentence for a rank row: its slowest kind against its reference, and its price.
+
+    With ``replicas`` > 1 data-parallel replicas the rank's replica is named too.
+    """
     slower = 1 / row["kind_score"] - 1
     change = -row["saving_ms"] / row["step_ms"]
+    which = f" (replica {row['replica']})" if replicas > 1 else ""
     return (
-        f"rank {row['rank']} runs {row['kind']} {abs(slower):.0%} {'slower' if slower >= 0 else 'faster'} than "
+        f"rank {row['rank']}{which} runs {row['kind']} {abs(slower):.0%} {'slower' if slower >= 0 else 'faster'} than "
         f"{_AGAINST[row['reference']]}; at {_AT[row['reference']]} the step would take "
         f"{row['step_ms_without']:.0f} ms instead of {row['step_ms']:.0f} ms ({change:+.0%})"
     ).replace("(-", "(\u2212")
 
 
-STRAGGLER_KEYS = ("rank", "kind", "score", "reference", "saving_ms", "step_ms", "step_ms_without")
+STRAGGLER_KEYS = ("rank", "replica", "kind", "score", "reference", "saving_ms", "step_ms", "step_ms_without")
 """The documented keys of each ``stragglers`` entry (docs/stragglers.md); ``kind_score``,
 ``pattern`` and ``summary`` follow them."""
 
@@ -73,17 +78,35 @@ def describe_link(row: dict[str, Any]) -> str:
     ).replace("(-", "(\u2212")
 
 
+def replica_of_ranks(analysis: RunAnalysis) -> pl.DataFrame:
+    """rank, replica (Int32): each rank's data-parallel replica, as the replay case knows it (op-tables: dp_rank)."""
+    return analysis.case.ops.select("rank", pl.col("dp_rank").alias("replica")).unique("rank").sort("rank")
+
+
+def with_replica(frame: pl.DataFrame, analysis: RunAnalysis) -> pl.DataFrame:
+    """``frame`` (with a ``rank`` column) with each rank's ``replica`` right after ``rank``, rows kept in order."""
+    joined = frame.join(replica_of_ranks(analysis), on="rank", how="left", maintain_order="left")
+    columns = list(frame.columns)
+    at = columns.index("rank") + 1
+    return joined.select(*columns[:at], "replica", *columns[at:])
+
+
+def _replicas(analysis: RunAnalysis) -> int:
+    return int(analysis.case.ops["dp_rank"].n_unique())
+
+
 def stragglers_payload(analysis: RunAnalysis) -> dict[str, Any]:
     """The JSON payload of ``tracekit stragglers``: stragglers most costly first, unjudged ranks, links, every score."""
     result, links = analysis.stragglers, analysis.slow_links
+    replicas = _replicas(analysis)
     flagged = [
         {
             **{key: row[key] for key in STRAGGLER_KEYS},
             "kind_score": row["kind_score"],
             "pattern": row["pattern"],
-            "summary": describe(row),
+            "summary": describe(row, replicas),
         }
-        for row in result.flagged.to_dicts()
+        for row in with_replica(result.flagged, analysis).to_dicts()
     ]
     return {
         "threshold": result.config.threshold,
@@ -95,8 +118,9 @@ def stragglers_payload(analysis: RunAnalysis) -> dict[str, Any]:
         "links": []
         if links is None
         else [{**row, "summary": describe_link(row)} if row["flagged"] else row for row in links.to_dicts()],
-        "ranks": result.ranks.to_dicts(),
-        "scores": result.scores.to_dicts(),
+        "replicas": replicas,
+        "ranks": with_replica(result.ranks, analysis).to_dicts(),
+        "scores": with_replica(result.scores, analysis).to_dicts(),
         **clock_fields(analysis),
         "notes": list(notes(result.config)),
     }
@@ -104,6 +128,7 @@ def stragglers_payload(analysis: RunAnalysis) -> dict[str, Any]:
 
 RANK_COLUMNS = (
     "rank",
+    "replica",
     "reference",
     "score",
     "kind",
@@ -116,9 +141,9 @@ RANK_COLUMNS = (
 """The rank table's columns a person reads in the terminal."""
 
 
-def rank_table(result: Stragglers) -> pl.DataFrame:
-    """Every judged rank, stragglers first, narrowed to ``RANK_COLUMNS``."""
-    return result.ranks.select(RANK_COLUMNS)
+def rank_table(result: Stragglers, analysis: RunAnalysis) -> pl.DataFrame:
+    """Every judged rank, stragglers first, with its replica, narrowed to ``RANK_COLUMNS``."""
+    return with_replica(result.ranks, analysis).select(RANK_COLUMNS)
 
 
 def case_warnings(analysis: RunAnalysis) -> tuple[str, ...]:
@@ -145,13 +170,18 @@ def stragglers_result(analysis: RunAnalysis, name: str) -> Result:
     tables = (
         Table(
             title=heading(name, result),
-            frame=rank_table(result),
+            frame=rank_table(result, analysis),
             notes=notes(result.config)
-            + tuple(describe(row) for row in result.flagged.to_dicts())
+            + tuple(row["summary"] for row in payload["stragglers"])
             + tuple(describe_link(row) for row in payload["links"] if row["flagged"])
             + unjudged,
             name="ranks",
         ),
-        Table(title="scores per rank and kind", frame=result.scores, name="stragglers", shown=False),
+        Table(
+            title="scores per rank and kind",
+            frame=with_replica(result.scores, analysis),
+            name="stragglers",
+            shown=False,
+        ),
     )
     return Result(payload=payload, tables=tables, warnings=case_warnings(analysis))

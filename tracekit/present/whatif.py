@@ -27,6 +27,8 @@ DEFINITIONS: dict[str, str] = {
     "mean (compute) or median (communication) over the whole run",
     "slowdown S": "mean realized / mean ideal step time",
     "by_X": "S with only group X's real durations restored, the rest typical (can exceed S)",
+    "dp_rank": "the data-parallel replica: an op-table's dp_rank; on a captured run, the index of the rank's "
+    "pipeline group (run.json or --pipelines)",
     "M_S": "share of realized - ideal removed by typical durations on the last stage",
     "M_W": "share removed by typical durations on the ceil(3%) workers with the highest min(S_dp, S_stage)",
     "this schedule at typical costs": "the simulator's step time for the schedule the run names, every action at "
@@ -89,11 +91,10 @@ def findings(result: WhatIf, named: NamedComparison | None) -> list[str]:
         f"{ideal:.0f} ms ({realized / ideal - 1:+.0%})"
     )
     out = [headline]
-    for dimension, values in (
-        ("op type", result.by_optype),
-        ("stage", result.by_stage),
-        ("rank", result.by_rank),
-    ):
+    dimensions = [("op type", result.by_optype), ("stage", result.by_stage), ("rank", result.by_rank)]
+    if len(result.by_dp_rank) > 1:
+        dimensions.insert(1, ("data-parallel replica (dp_rank)", result.by_dp_rank))
+    for dimension, values in dimensions:
         group, value = next(iter(values.items()))
         out.append(
             f"worst {dimension}: {group}; with only its real durations the step would take "
@@ -152,6 +153,7 @@ def whatif_payload(analysis: RunAnalysis) -> dict[str, Any]:
         "realized_step_time": float(result.realized_ms.mean()),
         "measured_step_time": float(result.measured_ms.mean()),
         "launch_slowdown": result.launch_slowdown,
+        "replicas": len(result.by_dp_rank),
         "by_optype": keyed(result.by_optype),
         "by_dp_rank": keyed(result.by_dp_rank),
         "by_stage": keyed(result.by_stage),

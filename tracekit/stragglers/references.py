@@ -3,12 +3,14 @@
 For every (rank, stage, kind), the rank's median duration is set beside one reference, the first
 that exists:
 
-1. ``peers``: the same stage run by other ranks (the data-parallel replicas of a stage); else the
-   other ranks running the kind at the same place on the micro-batch's path (first, middle, last),
-   on a stage of the same recorded work (when ``run.json`` records it). The reference is the median
-   of the peers' medians.
-2. ``expected``: the expected cost of the rank's own work, for ranks without peers (the first and
-   last stage, a V schedule's rank 0, a 2-stage pipeline). Per kind, a cost per unit of work is
+1. ``peers``: the same stage run by other ranks: the data-parallel replicas of a stage (within one
+   replica a stage runs on one rank, ``tracekit.whatif.pipeline``, so every other rank holding it
+   is another replica's; with two or more replicas every rank has them, the first and last stage
+   too); else the other ranks running the kind at the same place on the micro-batch's path
+   (first, middle, last), on a stage of the same recorded work (when ``run.json`` records it). The
+   reference is the median of the peers' medians.
+2. ``expected``: the expected cost of the rank's own work, for ranks without peers (in a single
+   pipeline: the first and last stage, a V schedule's rank 0, a 2-stage pipeline). Per kind, a cost per unit of work is
    taken from the other ranks' stages, ``rate = median over their (stage) rows of median_ms /
    work``, and scaled by the stage's work (``tracekit.stragglers.work``: compute parameters, which
    leave embedding tables out and count a head in full). This is the one ideal's ``other ranks``

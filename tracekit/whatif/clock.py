@@ -2,7 +2,8 @@
 
 Ranks on different hosts do not share a clock. A consumer cannot start before its producer ends:
 F(s+1, m) on rank b waits for F(s, m) on rank a, and the backward the other way
-(``tracekit.whatif.pipeline.cross_rank_dependencies``). With ``o_h`` the offset that puts host
+(``tracekit.whatif.pipeline.cross_rank_dependencies``, within each data-parallel replica: the
+replicas of a stage exchange nothing, so only a pipeline's own ranks bound each other's clocks). With ``o_h`` the offset that puts host
 h's timestamps on the reference clock (``aligned = local + o_h``), every dependency from host A to
 host B gives ``o_B - o_A >= end_A - start_B``. Forward dependencies bound the difference from
 below, backward ones from above, so each pair of hosts that exchanges both ways pins
@@ -65,13 +66,15 @@ def _host_map(ranks: list[int], hosts: dict[int, str] | None) -> dict[int, str]:
     return {rank: hosts.get(rank, f"rank{rank}") for rank in ranks}
 
 
-def estimate_offsets(actions: pl.DataFrame, hosts: dict[int, str] | None = None) -> ClockAlignment:
-    """Per-host clock offsets of a realized-actions frame (see module docstring)."""
+def estimate_offsets(
+    actions: pl.DataFrame, hosts: dict[int, str] | None = None, source: str = "realized actions"
+) -> ClockAlignment:
+    """Per-host clock offsets of a realized-actions frame (see module docstring); ``source`` names it in errors."""
     ranks = sorted(actions["rank"].unique().to_list())
     host_of = _host_map(ranks, hosts)
     names = sorted(set(host_of.values()), key=lambda h: min(r for r in ranks if host_of[r] == h))
     index = {host: i for i, host in enumerate(names)}
-    deps = cross_rank_dependencies(actions).with_columns(
+    deps = cross_rank_dependencies(actions, source).with_columns(
         pl.col("src_rank").replace_strict(host_of, return_dtype=pl.String()).alias("host_a"),
         pl.col("dst_rank").replace_strict(host_of, return_dtype=pl.String()).alias("host_b"),
         (pl.col("src_end_ns") - pl.col("dst_start_ns")).alias("need_ns"),

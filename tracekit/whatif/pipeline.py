@@ -9,8 +9,11 @@ node: its halves run as one chunk). Edges:
   needs I), where a micro-batch's path is the stages it ran on in that step (DualPipe's two
   directions have paths 0..P-1 and P..2P-1).
 
-Producers are found by (step, slot, stage, micro-batch), so a stage may run on any rank. Steps are
-independent subgraphs, each replayed from 0. The realized frame carries no communication, so the
+Producers are found by (step, replica, slot, stage, micro-batch), so a stage may run on any rank
+of its replica's pipeline (``replica``: the data-parallel replica, ``tracekit.analysis.pipelines``):
+dependencies never cross replicas. Steps are independent subgraphs, each replayed from 0; the
+replicas of a step are parallel parts of its subgraph, and the step ends when the last of them
+does (the data-parallel all-reduce joins them). An op's ``dp_rank`` is its replica. The realized frame carries no communication, so the
 replay has no sync groups: its step time is compute and dependencies only, and the gap to the
 measured step span is communication, launch gaps and everything unlabelled.
 
@@ -28,7 +31,17 @@ from tracekit.schedule.action import KIND_CODES
 from tracekit.whatif.case import MEASURED_SCHEMA, OPS_SCHEMA, ReplayCase
 from tracekit.whatif.graph import GraphCycleError, dependency_graph
 
-ACTION_COLUMNS = ("rank", "step", "stage", "kind", "microbatch", "start_ns", "end_ns", "overlapped")
+ACTION_COLUMNS = (
+    "rank",
+    "replica",
+    "step",
+    "stage",
+    "kind",
+    "microbatch",
+    "start_ns",
+    "end_ns",
+    "overlapped",
+)
 """Columns of the realized-actions frame this model reads."""
 
 PAIR_KIND = "F&B"
@@ -36,6 +49,7 @@ PAIR_KIND = "F&B"
 
 DEPENDENCY_SCHEMA: dict[str, pl.DataType] = {
     "step": pl.Int32(),
+    "replica": pl.Int32(),
     "src_rank": pl.Int32(),
     "src_end_ns": pl.Int64(),
     "dst_rank": pl.Int32(),
@@ -44,15 +58,22 @@ DEPENDENCY_SCHEMA: dict[str, pl.DataType] = {
 """One row per cross-rank data dependency: the consumer cannot start before the producer ends."""
 
 _KIND_CODE = {kind.value: code for kind, code in rule.KIND_CODE.items()}
-_SLOT_KEY = ["step", "slot", "stage", "microbatch"]
+_SLOT_KEY = ["step", "replica", "slot", "stage", "microbatch"]
+_ACTION_KEY = ["step", "replica", "stage", "kind", "microbatch"]
+
+PIPELINES_HINT = (
+    "if these ranks are data-parallel replicas of one pipeline, name the pipeline groups: pass "
+    "--pipelines contiguous:P or strided:P (AnalysisConfig.pipelines; docs/api.md, pipeline groups)"
+)
+"""What a run whose ranks repeat a stage's actions is told to do."""
 
 
 def _with_paths(actions: pl.DataFrame) -> pl.DataFrame:
-    """Each action with the first and last stage of its micro-batch's path in its step."""
-    spans = actions.group_by("step", "microbatch").agg(
+    """Each action with the first and last stage of its micro-batch's path in its step and replica."""
+    spans = actions.group_by("step", "replica", "microbatch").agg(
         pl.col("stage").min().alias("path_first"), pl.col("stage").max().alias("path_last")
     )
-    return actions.join(spans, on=["step", "microbatch"], how="left", maintain_order="left")
+    return actions.join(spans, on=["step", "replica", "microbatch"], how="left", maintain_order="left")
 
 
 _AT_FIRST, _AT_LAST = pl.col("stage") == pl.col("path_first"), pl.col("stage") == pl.col("path_last")
@@ -78,12 +99,21 @@ def _check(actions: pl.DataFrame, source: str) -> pl.DataFrame:
     unknown = actions.filter(~pl.col("kind").is_in(KIND_CODES))
     if not unknown.is_empty():
         raise TracekitError(f"unknown action kind {unknown['kind'][0]!r} (known: {', '.join(KIND_CODES)})", source)
-    twice = actions.group_by("step", "stage", "kind", "microbatch").len().filter(pl.col("len") > 1)
+    twice = (
+        actions.group_by(_ACTION_KEY)
+        .agg(pl.len(), pl.col("rank").unique().sort().alias("ranks"))
+        .filter(pl.col("len") > 1)
+    )
     if not twice.is_empty():
-        row = twice.sort("step", "stage", "kind", "microbatch").row(0, named=True)
+        kind_order = pl.col("kind").replace_strict(_KIND_CODE, return_dtype=pl.Int64())
+        row = twice.sort("step", "replica", "stage", kind_order, "microbatch").row(0, named=True)
+        where = f"step {row['step']}" + (f" of replica {row['replica']}" if actions["replica"].max() else "")
+        ranks = row["ranks"]
+        on = f" (ranks {', '.join(map(str, ranks))})" if len(ranks) > 1 else ""
+        hint = f"; {PIPELINES_HINT}" if len(ranks) > 1 else ""
         raise TracekitError(
-            f"action {row['stage']}{row['kind']}{row['microbatch']} runs {row['len']} times in step "
-            f"{row['step']}: cannot tell which one a dependency waits for",
+            f"action {row['stage']}{row['kind']}{row['microbatch']} runs {row['len']} times in {where}{on}: "
+            f"cannot tell which one a dependency waits for{hint}",
             source,
         )
     ordered = actions.select(ACTION_COLUMNS).sort("step", "rank", "start_ns", "end_ns")
@@ -97,7 +127,7 @@ def _dependencies(actions: pl.DataFrame) -> pl.DataFrame:
     slot, needed = rule.producers(
         kind, stage, actions["path_first"].to_numpy(), actions["path_last"].to_numpy()
     )
-    keys = actions.select("row", "step", "microbatch")
+    keys = actions.select("row", "step", "replica", "microbatch")
     wants = keys.with_columns(pl.Series("slot", slot), pl.Series("stage", needed)).filter(
         pl.col("slot") != rule.NO_SLOT
     )
@@ -116,7 +146,11 @@ def cross_rank_dependencies(actions: pl.DataFrame, source: str = "realized actio
     actions = _check(actions, source)
     ends = actions.select(pl.col("row").alias("producer"), pl.col("rank").alias("src_rank"), pl.col("end_ns").alias("src_end_ns"))
     starts = actions.select(
-        pl.col("row").alias("consumer"), "step", pl.col("rank").alias("dst_rank"), pl.col("start_ns").alias("dst_start_ns")
+        pl.col("row").alias("consumer"),
+        "step",
+        "replica",
+        pl.col("rank").alias("dst_rank"),
+        pl.col("start_ns").alias("dst_start_ns"),
     )
     return (
         _dependencies(actions)
@@ -173,7 +207,7 @@ def pipeline_case(actions: pl.DataFrame, source: str) -> tuple[ReplayCase, tuple
         rows.sort("node", pl.col("is_forward").not_())
         .group_by("node", maintain_order=True)
         .agg(
-            pl.col("step", "rank", "stage").first(),
+            pl.col("step", "rank", "replica", "stage").first(),
             pl.col("kind").first(),
             pl.len().alias("halves"),
             pl.col("start_ns").min(),
@@ -211,6 +245,7 @@ def pipeline_case(actions: pl.DataFrame, source: str) -> tuple[ReplayCase, tuple
             "step",
             "stage",
             "rank",
+            "replica",
             pl.when(pl.col("halves") == 2).then(pl.lit(PAIR_KIND)).otherwise(pl.col("kind")).alias("optype"),
             "work",
             # numpy divides exactly; polars multiplies by the reciprocal, off by an ulp now and then
@@ -219,7 +254,7 @@ def pipeline_case(actions: pl.DataFrame, source: str) -> tuple[ReplayCase, tuple
         .with_columns(
             pl.lit(0, pl.Int32()).alias("slot"),
             pl.lit(0, pl.Int32()).alias("dp"),
-            pl.lit(0, pl.Int32()).alias("dp_rank"),
+            pl.col("replica").alias("dp_rank"),
             pl.col("optype").alias("attribution_type"),
             pl.lit("mean").alias("ideal_stat"),
             pl.lit(True).alias("compute"),

@@ -1,0 +1,173 @@
+"""Pipeline groups: which ranks form each data-parallel replica's pipeline, and each rank's place in it.
+
+A run of P pipeline ranks x D data-parallel replicas holds D copies of one pipeline, each running
+every stage's actions once per step; every data dependency between actions holds within one
+copy. The analysis therefore gives each rank its *replica* (the index of its pipeline group) and
+its *pipeline rank* (its place in the group). The groups come from, in this order:
+
+1. a layout the user gives (``--pipelines`` on report, stragglers, whatif and dashboard;
+   ``AnalysisConfig.pipelines``), for traces whose run.json does not name them (older captures,
+   other tools' traces) or names them wrongly:
+
+   - ``contiguous:P``: ranks ``d*P .. d*P+P-1`` form replica d, pipeline rank ``rank % P``
+     (pipeline innermost: ``collectors/example_job.py --dp D``);
+   - ``strided:P``: ranks ``d, d+D, d+2D, ...`` form replica d, pipeline rank ``rank // D``, with
+     D = world size / P (pipeline outermost: Megatron-core's pipeline groups are
+     ``range(d, world_size, world_size // P)``);
+
+2. run.json's ``pipeline_groups`` (``collectors.manifest.Manifest``), from the process groups the
+   collector saw at capture;
+3. neither: one pipeline of every rank (replica 0 everywhere). A run whose ranks repeat a stage's
+   actions is then refused where dependencies are resolved (``tracekit.whatif.pipeline``), with a
+   message that names the option.
+
+Not for: reading actions (``tracekit.analysis.realized`` adds the ``replica`` column from here) or
+resolving dependencies (``tracekit.whatif.pipeline``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+
+from collectors.manifest import MANIFEST_NAME, Manifest
+from tracekit.errors import TracekitError
+
+LAYOUT_ORDERS = ("contiguous", "strided")
+"""How a layout places pipelines on ranks (module docstring)."""
+
+LAYOUT_HELP = (
+    "How ranks form data-parallel replicas of the pipeline when run.json does not name its pipeline "
+    "groups: contiguous:P (ranks d*P..d*P+P-1 are replica d) or strided:P (ranks d, d+D, d+2D... are "
+    "replica d, D = ranks / P, as Megatron-core lays them out); overrides run.json's groups."
+)
+"""The ``--pipelines`` option's help, the same on every command."""
+
+
+@dataclass(frozen=True)
+class PipelineLayout:
+    """A regular layout of P-rank pipelines over the ranks: ``contiguous:P`` or ``strided:P``."""
+
+    order: Literal["contiguous", "strided"]
+    """``contiguous``: a pipeline's ranks are consecutive; ``strided``: they are world size / P apart."""
+    pp: int
+    """Pipeline ranks per replica."""
+
+    def __post_init__(self) -> None:
+        if self.order not in LAYOUT_ORDERS:
+            raise ValueError(f"pipeline layout {self.order!r} is not one of {', '.join(LAYOUT_ORDERS)}")
+        if self.pp < 1:
+            raise ValueError(f"a pipeline needs at least one rank, not {self.pp}")
+
+    @classmethod
+    def parse(cls, text: str) -> PipelineLayout:
+        """``contiguous:4`` -> PipelineLayout; ValueError saying what is expected."""
+        order, sep, pp = text.strip().partition(":")
+        if not sep or order not in LAYOUT_ORDERS or not pp.isdigit():
+            raise ValueError(f"expected contiguous:P or strided:P (P pipeline ranks), not {text!r}")
+        return cls(order, int(pp))  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return f"{self.order}:{self.pp}"
+
+    def groups(self, world_size: int) -> tuple[tuple[int, ...], ...]:
+        """The pipeline groups of a ``world_size``-rank run; ValueError when P does not divide it."""
+        if world_size % self.pp:
+            raise ValueError(f"{world_size} ranks do not form pipelines of {self.pp} ranks")
+        replicas = world_size // self.pp
+        if self.order == "contiguous":
+            return tuple(tuple(range(d * self.pp, (d + 1) * self.pp)) for d in range(replicas))
+        return tuple(tuple(range(d, world_size, replicas)) for d in range(replicas))
+
+
+@dataclass(frozen=True)
+class PipelineGroups:
+    """The run's pipeline groups, where they came from, and each rank's replica and pipeline rank."""
+
+    groups: tuple[tuple[int, ...], ...]
+    """Global ranks of each replica's pipeline in pipeline-rank order; () when unknown."""
+    source: str
+    """Where they came from: ``--pipelines contiguous:4``, ``run.json``, or ``none``."""
+    replica_of: dict[int, int] = field(init=False, compare=False, repr=False)
+    """Rank -> its replica."""
+    pipeline_rank_of: dict[int, int] = field(init=False, compare=False, repr=False)
+    """Rank -> its place in its pipeline."""
+
+    def __post_init__(self) -> None:
+        replica = {rank: d for d, group in enumerate(self.groups) for rank in group}
+        position = {rank: p for group in self.groups for p, rank in enumerate(group)}
+        object.__setattr__(self, "replica_of", replica)
+        object.__setattr__(self, "pipeline_rank_of", position)
+
+    @property
+    def known(self) -> bool:
+        """True when the groups were named (run.json or a layout), not assumed."""
+        return bool(self.groups)
+
+    @property
+    def replicas(self) -> int:
+        """Data-parallel replicas (1 when unknown)."""
+        return max(1, len(self.groups))
+
+    def replica(self, rank: int) -> int:
+        """Rank ``rank``'s replica (0 when the groups are unknown)."""
+        return self.replica_of.get(rank, 0)
+
+    def pipeline_rank(self, rank: int) -> int:
+        """Rank ``rank``'s place in its pipeline (the rank itself when the groups are unknown)."""
+        return self.pipeline_rank_of.get(rank, rank)
+
+
+ONE_PIPELINE = PipelineGroups((), "none")
+"""No groups named: every rank in one pipeline."""
+
+
+def resolve_groups(
+    manifest: Manifest | None,
+    layout: PipelineLayout | None,
+    world_size: int,
+    ranks: tuple[int, ...],
+    root: Path | str,
+) -> tuple[PipelineGroups, tuple[str, ...]]:
+    """The run's pipeline groups (module docstring's order) and warnings; TracekitError naming the fault."""
+    named = None if manifest is None else manifest.pipeline_groups
+    warnings: tuple[str, ...] = ()
+    if layout is not None:
+        try:
+            groups = PipelineGroups(layout.groups(world_size), f"--pipelines {layout}")
+        except ValueError as error:
+            raise TracekitError(f"--pipelines {layout}: {error}", root) from None
+        if named is not None and named != groups.groups:
+            named_text = ", ".join(str(list(group)) for group in named)
+            warnings = (
+                f"{root}: --pipelines {layout} overrides the pipeline groups run.json names ({named_text})",
+            )
+    elif named is not None:
+        groups = PipelineGroups(named, MANIFEST_NAME)
+    else:
+        return ONE_PIPELINE, ()
+    outside = [rank for rank in ranks if rank not in groups.replica_of]
+    if outside:
+        where = Path(root) / MANIFEST_NAME if groups.source == MANIFEST_NAME else root
+        raise TracekitError(
+            f"rank {outside[0]} is in no pipeline group of {groups.source}: pass --pipelines "
+            "contiguous:P or strided:P",
+            where,
+        )
+    return groups, warnings
+
+
+def with_replicas(actions: pl.DataFrame, groups: PipelineGroups) -> pl.DataFrame:
+    """``actions`` with an Int32 ``replica`` column after ``rank``: each rank's replica."""
+    replica = (
+        pl.col("rank").replace_strict(groups.replica_of, default=0, return_dtype=pl.Int32())
+        if groups.known
+        else pl.lit(0, pl.Int32())
+    )
+    frame = actions.with_columns(replica.alias("replica"))
+    columns = [c for c in frame.columns if c != "replica"]
+    at = columns.index("rank") + 1
+    return frame.select(*columns[:at], "replica", *columns[at:])
