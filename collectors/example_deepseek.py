@@ -83,8 +83,10 @@ def dualpipe_step_fn(
     rank: int,
     modules: list[nn.Module],
     batch: Callable[[Any, int, int], tuple[torch.Tensor, torch.Tensor]],
+    group: Any = None,
 ) -> Callable[[int, bool], None]:
-    """Wrap rank ``rank``'s two stage modules in DualPipe (or DualPipeV); returns run(step, forward_only)."""
+    """Wrap pipeline rank ``rank``'s two stage modules in DualPipe (or DualPipeV) over process group
+    ``group`` (None: the default group); returns run(step, forward_only)."""
     import dualpipe
     import dualpipe.comm
 
@@ -98,7 +100,9 @@ def dualpipe_step_fn(
     real_current_device = torch.cuda.current_device
     torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
     try:
-        pipe = (dualpipe.DualPipeV if v_shaped else dualpipe.DualPipe)((modules[0], modules[1]))
+        pipe = (dualpipe.DualPipeV if v_shaped else dualpipe.DualPipe)(
+            (modules[0], modules[1]), process_group=group
+        )
     finally:
         torch.cuda.current_device = real_current_device
     # Shim 2: its receive buffers are allocated on "cuda"; allocate them on the CPU instead.

@@ -2,8 +2,12 @@
 
 Run it as ``python -m collectors.example_job --schedule dualpipev --ranks 4 --microbatches 8 --steps 3``;
 it spawns its own ranks (torch.multiprocessing, gloo), or, when started by torchrun, runs as the
-rank torchrun made. Each stage is a few ``tanh(Linear)`` layers, sized so one action costs a few
-milliseconds and the traces stay small. ``--slow-rank R --slow-ms X`` turns rank R (any rank,
+rank torchrun made. ``--dp D`` runs D data-parallel replicas of the ``--ranks P`` pipeline (D x P
+processes): ranks d*P..d*P+P-1 form replica d (each pipeline its own ``dist.new_group``), and after
+every step each gradient is averaged across the replicas (an all-reduce over the group of the
+ranks holding the same stages), as data parallelism does; rank options take global ranks. Each
+stage is a few ``tanh(Linear)`` layers, sized so one action costs a few milliseconds and the
+traces stay small. ``--slow-rank R --slow-ms X`` turns rank R (any rank,
 first and last included) into a straggler: each of its stage modules takes X ms more in every
 forward and again in every backward (the delay sits on the stage's output, so its gradient meets
 it first: B, or I when the weight gradient is split off; on the first stage, whose input needs no
@@ -72,7 +76,7 @@ class JobConfig:
     schedule: str
     """One of STAGES_PER_RANK's keys."""
     ranks: int
-    """Pipeline ranks (processes)."""
+    """Pipeline ranks of one replica."""
     microbatches: int
     """Micro-batches per step (DualPipe: both directions together)."""
     steps: int
@@ -103,6 +107,13 @@ class JobConfig:
     """deepseek-dualpipe(v) only: give the stage modules DualPipe's F&B overlap hook."""
     eval_step: int | None = None
     """Run one forward-only call (an evaluation) right after this training step, or None."""
+    dp: int = 1
+    """Data-parallel replicas of the pipeline; the job runs ``dp * ranks`` processes."""
+
+    @property
+    def world_size(self) -> int:
+        """Processes of the job: every replica's pipeline ranks."""
+        return self.dp * self.ranks
 
     def __post_init__(self) -> None:
         if self.schedule not in STAGES_PER_RANK:
@@ -117,11 +128,13 @@ class JobConfig:
             )
         if self.schedule == "deepseek-dualpipev" and self.microbatches < 2 * self.ranks:
             raise ValueError("DualPipeV needs a micro-batch count >= 2 * ranks")
+        if self.dp < 1:
+            raise ValueError("--dp must be >= 1")
         if self.eval_step is not None and not 0 <= self.eval_step < self.steps:
             raise ValueError(f"--eval-step must be in 0..{self.steps - 1}")
         for rank in (self.slow_rank, self.crash_rank):
-            if rank is not None and not 0 <= rank < self.ranks:
-                raise ValueError(f"rank {rank} is not in 0..{self.ranks - 1}")
+            if rank is not None and not 0 <= rank < self.world_size:
+                raise ValueError(f"rank {rank} is not in 0..{self.world_size - 1}")
         if self.overlap_hook and self.schedule not in DEEPSEEK:
             raise ValueError("--overlap-hook is DualPipe's hook: use it with a deepseek-dualpipe(v) schedule")
         if self.slow_ms < 0 or self.slow_link_ms < 0 or self.slow_from_step < 0:
@@ -133,8 +146,8 @@ class JobConfig:
         if self.slow_link is not None:
             if self.schedule in DEEPSEEK:
                 raise ValueError("--slow-link slows torch.distributed.pipelining's transfers, not DualPipe's")
-            if len(set(self.slow_link)) != 2 or not all(0 <= r < self.ranks for r in self.slow_link):
-                raise ValueError(f"--slow-link needs two different ranks in 0..{self.ranks - 1}")
+            if len(set(self.slow_link)) != 2 or not all(0 <= r < self.world_size for r in self.slow_link):
+                raise ValueError(f"--slow-link needs two different ranks in 0..{self.world_size - 1}")
 
 
 class _Delay(torch.autograd.Function):
@@ -244,7 +257,7 @@ def stages_of_rank(config: JobConfig, rank: int) -> list[int]:
 def _build_modules(config: JobConfig, rank: int) -> list[StageModule]:
     slower = config.slow_ms / 1000 if rank == config.slow_rank else 0.0
     modules = []
-    for position, stage in enumerate(stages_of_rank(config, rank)):
+    for position, stage in enumerate(stages_of_rank(config, rank % config.ranks)):
         # Same weights for the same stage on every run, whichever rank builds it.
         torch.manual_seed(1000 + stage)
         crash = None
@@ -262,7 +275,10 @@ def _batch(config: JobConfig, step: int, rows: int) -> tuple[torch.Tensor, torch
     return x, torch.tanh(x.flip(1))
 
 
-def _torch_step_fn(config: JobConfig, rank: int, modules: list[StageModule]) -> Callable[[int, bool], None]:
+def _torch_step_fn(
+    config: JobConfig, rank: int, modules: list[StageModule], group: Any
+) -> Callable[[int, bool], None]:
+    """Rank ``rank``'s (its pipeline rank's) torch schedule over process group ``group``."""
     from torch.distributed import pipelining as pp
 
     classes = {
@@ -275,16 +291,18 @@ def _torch_step_fn(config: JobConfig, rank: int, modules: list[StageModule]) -> 
     num_stages = config.ranks * STAGES_PER_RANK[config.schedule]
     stage_ids = stages_of_rank(config, rank)
     stages = [
-        pp.PipelineStage(module, stage, num_stages, torch.device("cpu"))
+        pp.PipelineStage(module, stage, num_stages, torch.device("cpu"), group=group)
         for module, stage in zip(modules, stage_ids)
     ]
     schedule_class = classes[config.schedule]
     stage_arg = stages[0] if len(stages) == 1 else stages
     schedule = schedule_class(stage_arg, config.microbatches, loss_fn=F.mse_loss)
     holds_first, holds_last = 0 in stage_ids, num_stages - 1 in stage_ids
+    replica = 0 if group is None else dist.get_rank() // config.ranks
 
     def run(step: int, forward_only: bool) -> None:
-        x, y = _batch(config, step, config.microbatches * config.microbatch_rows)
+        # Each replica trains on its own data (replica 0 on the batches of a single pipeline).
+        x, y = _batch(config, step + 100_000 * replica, config.microbatches * config.microbatch_rows)
         args = (x,) if holds_first else ()
         run_schedule = schedule.eval if forward_only else schedule.step
         run_schedule(*args, target=y if holds_last else None)
@@ -292,15 +310,42 @@ def _torch_step_fn(config: JobConfig, rank: int, modules: list[StageModule]) -> 
     return run
 
 
+def data_parallel_groups(config: JobConfig) -> tuple[Any, Any]:
+    """This rank's (pipeline group, data-parallel group); (None, None) for a single pipeline.
+
+    Every rank creates every group, in the same order, as ``dist.new_group`` requires.
+    """
+    if config.dp == 1:
+        return None, None
+    rank, pipelines, replicas, timeout = dist.get_rank(), [], [], timedelta(seconds=60)
+    for replica in range(config.dp):
+        ranks = list(range(replica * config.ranks, (replica + 1) * config.ranks))
+        pipelines.append(dist.new_group(ranks, timeout=timeout))
+    for pp_rank in range(config.ranks):
+        replicas.append(dist.new_group(list(range(pp_rank, config.world_size, config.ranks)), timeout=timeout))
+    return pipelines[rank // config.ranks], replicas[rank % config.ranks]
+
+
+def _average_gradients(parameters: list[torch.Tensor], group: Any, replicas: int) -> None:
+    """Average each gradient across the data-parallel replicas (one all-reduce per parameter)."""
+    for parameter in parameters:
+        if parameter.grad is not None:
+            dist.all_reduce(parameter.grad, group=group)
+            parameter.grad /= replicas
+
+
 def make_trainer(config: JobConfig, rank: int) -> Callable[[int], None]:
     """Build rank ``rank``'s stages and schedule (process group already up); returns train(step)."""
+    pipeline_group, dp_group = data_parallel_groups(config)
     modules = _build_modules(config, rank)
     _slow_link(config, rank)
+    pp_rank = rank % config.ranks
     if config.schedule in DEEPSEEK:
-        run_step = example_deepseek.dualpipe_step_fn(config, rank, modules, _batch)
+        run_step = example_deepseek.dualpipe_step_fn(config, pp_rank, modules, _batch, pipeline_group)
     else:
-        run_step = _torch_step_fn(config, rank, modules)
-    optimizer = torch.optim.SGD([p for module in modules for p in module.parameters()], lr=1e-3)
+        run_step = _torch_step_fn(config, pp_rank, modules, pipeline_group)
+    parameters = [p for module in modules for p in module.parameters()]
+    optimizer = torch.optim.SGD(parameters, lr=1e-3)
     slower = modules[0].seconds_slower
 
     def train(step: int) -> None:
@@ -308,6 +353,8 @@ def make_trainer(config: JobConfig, rank: int) -> Callable[[int], None]:
             module.seconds_slower = slower if step >= config.slow_from_step else 0.0
         optimizer.zero_grad()
         run_step(step, False)
+        if dp_group is not None:
+            _average_gradients(parameters, dp_group, config.dp)
         optimizer.step()
         if step == config.eval_step:
             run_step(10_000 + step, True)
@@ -342,17 +389,20 @@ def _free_port() -> int:
 
 
 def run_job(config: JobConfig) -> int:
-    """Train under torchrun (RANK/WORLD_SIZE set) or spawn ``config.ranks`` ranks; returns an exit status."""
+    """Train under torchrun (RANK/WORLD_SIZE set) or spawn ``config.world_size`` ranks; returns an exit status."""
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         world_size = int(os.environ["WORLD_SIZE"])
-        if world_size != config.ranks:
-            config = JobConfig(**{**config.__dict__, "ranks": world_size})
+        if world_size % config.dp:
+            print(f"example_job: {world_size} ranks do not form {config.dp} replicas", file=sys.stderr)
+            return 1
+        if world_size != config.world_size:
+            config = JobConfig(**{**config.__dict__, "ranks": world_size // config.dp})
         _train(int(os.environ["RANK"]), world_size, config)
         return 0
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ["MASTER_PORT"] = str(_free_port())
     try:
-        mp.spawn(_spawned_rank, args=(config.ranks, config), nprocs=config.ranks, join=True)
+        mp.spawn(_spawned_rank, args=(config.world_size, config), nprocs=config.world_size, join=True)
     except mp.ProcessExitedException as error:
         print(f"example_job: rank {error.error_index} exited with status {error.exit_code}", file=sys.stderr)
         return 1
@@ -375,7 +425,10 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
         prog="python -m collectors.example_job", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--schedule", choices=sorted(STAGES_PER_RANK), required=True)
-    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--ranks", type=int, default=4, help="pipeline ranks of one replica")
+    parser.add_argument(
+        "--dp", type=int, default=1, help="data-parallel replicas of the pipeline (dp x ranks processes)"
+    )
     parser.add_argument("--microbatches", type=int, default=8)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--hidden", type=int, default=JobConfig.hidden)
@@ -423,6 +476,7 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
             crash_step=args.crash_step,
             overlap_hook=args.overlap_hook,
             eval_step=args.eval_step,
+            dp=args.dp,
         )
     except ValueError as error:
         parser.error(str(error))

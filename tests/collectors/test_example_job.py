@@ -42,8 +42,16 @@ def test_stages_of_rank_follow_each_schedule_layout(schedule: str, stages: list[
         ["--schedule", "deepseek-dualpipe", "--microbatches", "6"],
         ["--schedule", "1f1b", "--slow-rank", "4"],
         ["--schedule", "1f1b", "--slow-ms", "-1"],
+        ["--schedule", "1f1b", "--dp", "0"],
+        ["--schedule", "1f1b", "--ranks", "4", "--dp", "2", "--slow-rank", "8"],
     ],
 )
 def test_invalid_jobs_are_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         parse_args(argv)
+
+
+def test_a_data_parallel_job_runs_dp_times_the_pipeline_and_takes_global_ranks() -> None:
+    config = parse_args(["--schedule", "1f1b", "--ranks", "4", "--dp", "2", "--slow-rank", "7"])
+
+    assert (config.ranks, config.dp, config.world_size, config.slow_rank) == (4, 2, 8, 7)

@@ -37,11 +37,16 @@ class Job:
     slow_ms: float = SLOW_MS
     slow_link: tuple[int, int] | None = None
     slow_link_ms: float = SLOW_MS
+    dp: int = 1
+    """Data-parallel replicas of the ``ranks``-rank pipeline (``--dp``)."""
+    microbatches: int = 8
 
     def command(self, out: Path) -> list[str]:
         """``tracekit record`` of this job into ``out``."""
         job = [sys.executable, "-m", "collectors.example_job", "--schedule", self.schedule,
-               "--ranks", str(self.ranks), "--microbatches", "8", "--steps", str(STEPS)]  # fmt: skip
+               "--ranks", str(self.ranks), "--microbatches", str(self.microbatches), "--steps", str(STEPS)]  # fmt: skip
+        if self.dp > 1:
+            job += ["--dp", str(self.dp)]
         if self.slow_rank is not None:
             job += ["--slow-rank", str(self.slow_rank), "--slow-ms", str(self.slow_ms), "--slow-how", "sleep"]
         if self.slow_link is not None:
