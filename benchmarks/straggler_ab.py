@@ -11,6 +11,12 @@ measurement is ``median step(B) - median step(A)``, step times taken from the tr
 each step's actions over every rank), so both runs pay the same capture overhead. The error is
 ``predicted / measured - 1``; the goal is within 15%.
 
+The prediction assumes the other ranks keep the speed they had in B. On a machine where ranks share
+cores that is not so: the straggler's sleep frees a core, so in B the others compute faster than in
+A. The column ``others B/A`` shows it: the other ranks' summed median compute per (rank, stage,
+kind) in B over the same in A (1: unchanged; below 1: they ran faster beside the straggler, and the
+prediction runs high by about that much).
+
 Usage: ``python benchmarks/straggler_ab.py [--slow-ms 20] [--steps 6] [--out DIR] [--reuse]``
 (``--reuse`` re-analyses the captures already in DIR). Prints one row per case.
 """
@@ -23,6 +29,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import polars as pl
 
 from tracekit.run_analysis import analyse
 from tracekit.stragglers.scoring import score_stragglers
@@ -47,6 +55,8 @@ class Outcome:
     step_b_ms: float
     predicted_ms: float
     named_first: bool
+    others_b_over_a: float
+    """The other ranks' median compute in B over A (1: the straggler left their speed alone)."""
 
     @property
     def measured_ms(self) -> float:
@@ -89,6 +99,18 @@ def median_step_ms(path: Path) -> float:
     return statistics.median(analyse(path).case.measured_ms().tolist())
 
 
+def _compute_medians(path: Path) -> pl.DataFrame:
+    ops = analyse(path).case.ops.filter(pl.col("compute"))
+    return ops.group_by("rank", "stage", "optype").agg(pl.col("duration_ms").median().alias("median_ms"))
+
+
+def others_b_over_a(clean: Path, slow: Path, rank: int) -> float:
+    """Summed median compute of every rank but ``rank``, in B over A."""
+    both = _compute_medians(clean).join(_compute_medians(slow), on=["rank", "stage", "optype"], suffix="_b")
+    others = both.filter(pl.col("rank") != rank)
+    return float(others["median_ms_b"].sum() / others["median_ms"].sum())
+
+
 def predicted(path: Path, rank: int) -> tuple[float, bool]:
     """The price ``tracekit stragglers`` puts on ``rank``, and whether it names it first."""
     loaded = analyse(path)
@@ -108,19 +130,26 @@ def run_case(
         for out, slowed in ((clean, None), (slow, (rank, slow_ms))):
             wait(start_record(out, schedule, ranks, steps, slowed), out)
     saving, first = predicted(slow, rank)
-    return Outcome(schedule, ranks, rank, median_step_ms(clean), median_step_ms(slow), saving, first)
+    return Outcome(
+        schedule, ranks, rank, median_step_ms(clean), median_step_ms(slow), saving, first,
+        others_b_over_a(clean, slow, rank),
+    )  # fmt: skip
 
 
 def table(outcomes: list[Outcome]) -> str:
     """The Markdown table of the README."""
     lines = [
-        "| schedule | ranks | straggler | median step A | median step B | measured B - A | predicted | error | named first |",
-        "|---|---|---|---|---|---|---|---|---|",
+        (
+            "| schedule | ranks | straggler | median step A | median step B | measured B - A | predicted | error "
+            "| named first | others B/A |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         lines.append(
             f"| {o.schedule} | {o.ranks} | rank {o.rank} | {o.step_a_ms:.1f} ms | {o.step_b_ms:.1f} ms | "
-            f"{o.measured_ms:.1f} ms | {o.predicted_ms:.1f} ms | {o.error:+.1%} | {'yes' if o.named_first else 'no'} |"
+            f"{o.measured_ms:.1f} ms | {o.predicted_ms:.1f} ms | {o.error:+.1%} | {'yes' if o.named_first else 'no'} "
+            f"| {o.others_b_over_a:.2f} |"
         )
     return "\n".join(lines)
 
