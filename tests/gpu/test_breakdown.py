@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.gpu.breakdown import gpu_breakdown, p2p_waits, stream_activity
 from tracekit.gpu.overlap import comm_overlap
@@ -98,3 +100,58 @@ def test_overlap_and_exposed_per_class() -> None:
     )
     assert streams["busy_ns"].to_list() == [100, 100, 40, 5]
     assert (breakdown["busy_ns"], breakdown["idle_ns"], breakdown["memory_ns"]) == (190, 50, 5)
+
+
+def _nearest_by_definition(
+    activities: pl.DataFrame,
+) -> dict[tuple[int, int, int], tuple[int | None, int | None]]:
+    """(rank, stream, start) -> (wait, peer) of each p2p kernel, straight from ``p2p_waits``' definition."""
+    kernels = [
+        {**row, "index": index}
+        for index, row in enumerate(activities.filter(pl.col("comm_class") == "p2p").to_dicts())
+    ]
+    found = {}
+    for mine in kernels:
+        others = [other for other in kernels if other["rank"] != mine["rank"]]
+        wait = peer = None
+        if others:
+            # nearest end; equal distance: the later end; same end: the highest rank's last kernel
+            best = min(
+                others,
+                key=lambda o: (abs(o["end_ns"] - mine["end_ns"]), -o["end_ns"], -o["rank"], -o["index"]),
+            )
+            if best["start_ns"] < mine["end_ns"] and best["end_ns"] > mine["start_ns"]:
+                duration = mine["end_ns"] - mine["start_ns"]
+                wait, peer = min(max(best["start_ns"] - mine["start_ns"], 0), duration), best["rank"]
+        found[(mine["rank"], mine["stream"], mine["start_ns"])] = (wait, peer)
+    return found
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(0, 60), st.integers(1, 30)),
+        min_size=1,
+        max_size=40,
+        unique_by=lambda kernel: (kernel[0], kernel[1], kernel[2]),
+    )
+)
+def test_p2p_peers_in_one_pass_match_the_definition(kernels: list[tuple[int, int, int, int]]) -> None:
+    # Few ranks, streams and times: many equal ends and ties, the cases a single pass can get wrong.
+    activities = _activities(
+        [
+            (rank, stream, SENDRECV, start, start + length, "communication", "p2p")
+            for rank, stream, start, length in kernels
+        ]
+        + [(0, 99, GEMM, 0, 5, "compute", None)]
+    )
+
+    waited = p2p_waits(activities)
+
+    got = {
+        (row["rank"], row["stream"], row["start_ns"]): (row["wait_ns"], row["peer_rank"])
+        for row in waited.filter(pl.col("comm_class") == "p2p").to_dicts()
+    }
+    assert got == _nearest_by_definition(activities)
+    assert waited.height == activities.height
+    assert waited.filter(pl.col("comm_class").is_null())["wait_ns"].to_list() == [0]

@@ -58,53 +58,141 @@ percentage of the rank's window."""
 def p2p_waits(activities: pl.DataFrame) -> pl.DataFrame:
     """``activities`` (all ranks' GPU_SCHEMA rows) with ``WAIT_SCHEMA`` columns.
 
-    A p2p kernel's peer is the p2p kernel on another rank that overlaps it in time and ends nearest
-    to it (both sides of a transfer finish together); traces of one host share a clock, so this
-    needs ranks whose clocks agree to a few µs.
+    A p2p kernel's peer is the p2p kernel on another rank that ends nearest to it (both sides of a
+    transfer finish together), provided the two overlap in time; traces of one host share a clock,
+    so this needs ranks whose clocks agree to a few µs. Ties: an equal end wins, then the later end;
+    among kernels ending together, the highest rank's last in ``activities`` order (what an as-of
+    join over the other ranks' kernels sorted by end picks). One pass over every rank's kernels
+    sorted by end time (``_nearest_peers``), not one per rank.
     """
     p2p = activities.filter(pl.col("comm_class") == P2P).with_row_index("_row")
-    matched = []
-    for rank in p2p["rank"].unique().sort().to_list():
-        mine = p2p.filter(pl.col("rank") == rank).sort("end_ns")
-        others = (
-            p2p.filter(pl.col("rank") != rank)
-            .select(
-                pl.col("rank").alias("peer_rank"),
-                pl.col("start_ns").alias("peer_start"),
-                pl.col("end_ns").alias("peer_end"),
-            )
-            .sort("peer_end")
-        )
-        if others.is_empty():
-            matched.append(
-                mine.select(
-                    "_row",
-                    pl.lit(None, pl.Int64()).alias("wait_ns"),
-                    pl.lit(None, pl.Int32()).alias("peer_rank"),
-                )
-            )
-            continue
-        joined = mine.join_asof(others, left_on="end_ns", right_on="peer_end", strategy="nearest")
-        overlaps = (pl.col("peer_start") < pl.col("end_ns")) & (pl.col("peer_end") > pl.col("start_ns"))
-        wait = pl.min_horizontal(
-            pl.max_horizontal(pl.col("peer_start") - pl.col("start_ns"), 0),
-            pl.col("end_ns") - pl.col("start_ns"),
-        )
-        matched.append(
-            joined.select(
-                "_row",
-                pl.when(overlaps).then(wait).alias("wait_ns"),
-                pl.when(overlaps).then(pl.col("peer_rank")).alias("peer_rank"),
-            )
-        )
-    waits = pl.concat(matched) if matched else pl.DataFrame(schema={"_row": pl.UInt32(), **WAIT_SCHEMA})
+    waits = _nearest_peers(p2p.select("_row", "rank", "start_ns", "end_ns"))
     others = activities.filter((pl.col("comm_class") != P2P) | pl.col("comm_class").is_null()).with_columns(
         pl.lit(0, pl.Int64()).alias("wait_ns"), pl.lit(None, pl.Int32()).alias("peer_rank")
     )
-    p2p = p2p.join(waits.cast({"wait_ns": pl.Int64(), "peer_rank": pl.Int32()}), on="_row", how="left").drop(
-        "_row"
-    )
+    p2p = p2p.join(waits, on="_row", how="left").drop("_row")
     return pl.concat([others, p2p.select(others.columns)]).sort("rank", "start_ns")
+
+
+def _end_times(p2p: pl.DataFrame) -> pl.DataFrame:
+    """One row per distinct p2p end time (``pos`` in time order): the kernels that end then, by rank.
+
+    ``rank_a``/``start_a`` is the highest rank's last kernel (by ``_row``) ending then, ``rank_b``/
+    ``start_b`` the same among the other ranks (null when one rank alone ends then: ``only_rank``). End
+    times in a row with the same ``only_rank`` form a run (``run_first``..``run_last``): a kernel of
+    that rank looks past the whole run for a peer.
+    """
+    last_rank = pl.col("rank").last()
+    other = pl.col("rank") != last_rank
+    ends = (
+        p2p.sort("end_ns", "rank", "_row")
+        .group_by("end_ns", maintain_order=True)
+        .agg(
+            pl.col("rank").n_unique().alias("n_ranks"),
+            last_rank.alias("rank_a"),
+            pl.col("start_ns").last().alias("start_a"),
+            pl.col("rank").filter(other).last().alias("rank_b"),
+            pl.col("start_ns").filter(other).last().alias("start_b"),
+        )
+        .with_row_index("pos")
+        .with_columns(
+            pl.col("pos").cast(pl.Int64()),
+            pl.when(pl.col("n_ranks") == 1).then(pl.col("rank_a")).alias("only_rank"),
+        )
+    )
+    only = pl.col("only_rank")
+    new_run = only.is_null() | only.ne_missing(only.shift(1))
+    return (
+        ends.with_columns(new_run.cum_sum().alias("_run"))
+        .with_columns(
+            pl.col("pos").min().over("_run").alias("run_first"),
+            pl.col("pos").max().over("_run").alias("run_last"),
+        )
+        .drop("_run")
+    )
+
+
+def _nearest_peers(p2p: pl.DataFrame) -> pl.DataFrame:
+    """``_row``, ``wait_ns``, ``peer_rank`` of each p2p kernel (``_row``, ``rank``, ``start_ns``, ``end_ns``).
+
+    The candidates are the kernel's own end time when another rank ends then too, else the nearest
+    earlier and the nearest later end time that some other rank has (``_end_times`` runs); so every
+    kernel is matched with a few joins over all ranks at once.
+    """
+    if p2p.is_empty():
+        return pl.DataFrame(schema={"_row": p2p.schema["_row"], **WAIT_SCHEMA})
+    ends = _end_times(p2p)
+    last = ends.height - 1
+    neighbours = ends.select(
+        "end_ns",
+        "pos",
+        "n_ranks",
+        pl.col("only_rank").shift(1).alias("prev_only"),
+        pl.col("run_first").shift(1).alias("prev_run_first"),
+        pl.col("only_rank").shift(-1).alias("next_only"),
+        pl.col("run_last").shift(-1).alias("next_run_last"),
+    )
+    rank, pos = pl.col("rank"), pl.col("pos")
+    lower = (
+        pl.when(pos == 0)
+        .then(None)
+        .when(pl.col("prev_only") == rank)
+        .then(pl.col("prev_run_first") - 1)
+        .otherwise(pos - 1)
+    )
+    upper = (
+        pl.when(pos == last)
+        .then(None)
+        .when(pl.col("next_only") == rank)
+        .then(pl.col("next_run_last") + 1)
+        .otherwise(pos + 1)
+    )
+    end_at = ends.select("pos", "end_ns")
+    candidates = (
+        p2p.join(neighbours, on="end_ns", how="left")
+        .with_columns(
+            pl.when(lower >= 0).then(lower).alias("lower"),
+            pl.when(upper <= last).then(upper).alias("upper"),
+        )
+        .join(end_at.rename({"pos": "lower", "end_ns": "lower_end"}), on="lower", how="left")
+        .join(end_at.rename({"pos": "upper", "end_ns": "upper_end"}), on="upper", how="left")
+    )
+    nearer_upper = (pl.col("upper_end") - pl.col("end_ns")) <= (pl.col("end_ns") - pl.col("lower_end"))
+    chosen = (
+        pl.when(pl.col("n_ranks") >= 2)
+        .then(pos)
+        .when(pl.col("lower").is_null())
+        .then(pl.col("upper"))
+        .when(pl.col("upper").is_null() | ~nearer_upper)
+        .then(pl.col("lower"))
+        .otherwise(pl.col("upper"))
+    )
+    peers = ends.select(
+        pl.col("pos").alias("chosen"),
+        pl.col("end_ns").alias("peer_end"),
+        "rank_a",
+        "start_a",
+        "rank_b",
+        "start_b",
+    )
+    matched = (
+        candidates.select("_row", "rank", "start_ns", "end_ns", chosen.alias("chosen"))
+        .join(peers, on="chosen", how="left")
+        .with_columns(
+            pl.when(pl.col("rank_a") != rank).then("rank_a").otherwise("rank_b").alias("peer_rank"),
+            pl.when(pl.col("rank_a") != rank).then("start_a").otherwise("start_b").alias("peer_start"),
+        )
+    )
+    overlaps = (pl.col("peer_start") < pl.col("end_ns")) & (pl.col("peer_end") > pl.col("start_ns"))
+    wait = pl.min_horizontal(
+        pl.max_horizontal(pl.col("peer_start") - pl.col("start_ns"), 0),
+        pl.col("end_ns") - pl.col("start_ns"),
+    )
+    return matched.select(
+        "_row",
+        pl.when(overlaps).then(wait).alias("wait_ns"),
+        pl.when(overlaps).then(pl.col("peer_rank")).alias("peer_rank"),
+    ).cast(WAIT_SCHEMA)  # type: ignore[arg-type]
 
 
 def active_spans(waited: pl.DataFrame) -> pl.DataFrame:
