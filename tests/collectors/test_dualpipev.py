@@ -66,6 +66,7 @@ def test_manifest_names_dualpipev_and_its_v_stages(dualpipev_run: Recorded) -> N
         2,
     )
     assert manifest["rank_to_stages"] == {"0": [0, 3], "1": [1, 2]}
+    assert manifest["pipeline_groups"] == [[0, 1]]  # DualPipeV's process group
     assert manifest["schedule"]["paths"] == [
         {"first_microbatch": 0, "stop_microbatch": MICROBATCHES, "first_stage": 0, "last_stage": 3}
     ]

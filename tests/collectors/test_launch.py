@@ -84,6 +84,7 @@ def test_record_writes_one_complete_trace_per_rank(
     assert manifest["complete"] and manifest["world_size"] == RANKS and manifest["exit_code"] == 0
     assert manifest["schedule"]["name"] == NAMES[schedule] and manifest["microbatches"] == MICROBATCHES
     assert manifest["rank_to_stages"] == STAGES[schedule]
+    assert manifest["pipeline_groups"] == [list(range(RANKS))]  # one pipeline: the default group
     assert manifest["steps"]["requested"] == [1, 3] and manifest["steps"]["captured"] == [1, 3]
     for rank, entry in enumerate(manifest["ranks"]):
         assert (entry["rank"], entry["complete"], entry["trace"]) == (rank, True, f"rank{rank}.json.gz")

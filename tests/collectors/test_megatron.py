@@ -96,6 +96,7 @@ def test_manifest_names_the_schedule_and_its_stages(
         chunks,
     )
     assert manifest["rank_to_stages"] == stages and manifest["microbatches"] == MICROBATCHES
+    assert manifest["pipeline_groups"] == [list(range(RANKS))]  # megatron's pipeline-parallel group
     assert manifest["steps"]["captured"] == [1, 3]
     assert manifest["eval_steps"]["left_out"] == left_out and len(manifest["notes"]) == left_out
 

@@ -89,3 +89,47 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path: Path, command: str) -> 
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"tracekit: error: {table}: unreadable op-table")
+
+
+@pytest.mark.parametrize(
+    ("command", "layout", "fault"),
+    [
+        (
+            "whatif",
+            "blocked:4",
+            "--pipelines: expected contiguous:P or strided:P (P pipeline ranks), not 'blocked:4'",
+        ),
+        ("stragglers", "contiguous:3", "--pipelines contiguous:3: 4 ranks do not form pipelines of 3 ranks"),
+        ("report", "strided:0", "--pipelines: a pipeline needs at least one rank, not 0"),
+    ],
+)
+def test_a_layout_that_cannot_be_used_is_one_line_naming_the_fault(
+    command: str, layout: str, fault: str
+) -> None:
+    result = CliRunner().invoke(cli, [command, str(SAMPLES / "1f1b"), "--pipelines", layout])
+
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("tracekit: error: ") and line.endswith(fault)
+
+
+def test_a_single_pipeline_layout_gives_the_figures_of_no_layout() -> None:
+    plain = _json("whatif", str(SAMPLES / "1f1b"))
+
+    given = _json("whatif", str(SAMPLES / "1f1b"), "--pipelines", "contiguous:4")
+
+    assert given["slowdown"] == plain["slowdown"] and given["by_dp_rank"] == plain["by_dp_rank"]
+    assert given["replicas"] == 1
+
+
+def test_an_optable_names_its_data_parallel_ranks_so_a_layout_is_refused(shared: Path) -> None:
+    table = shared / "traces" / "whatif-optable-ST" / "trace-ST.parquet"
+
+    result = CliRunner().invoke(cli, ["whatif", str(table), "--pipelines", "contiguous:4"])
+
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert (
+        line
+        == f"tracekit: error: {table}: --pipelines is for trace directories: an op-table names each op's data-parallel rank"
+    )

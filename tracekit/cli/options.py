@@ -8,6 +8,7 @@ import click
 
 from tracekit.analysis.pipelines import LAYOUT_HELP, PipelineLayout
 from tracekit.cli.output import Format
+from tracekit.errors import TracekitError
 
 format_option = click.option(
     "--format",
@@ -42,7 +43,7 @@ def _layout(_ctx: click.Context, _param: click.Parameter, value: str | None) -> 
     try:
         return PipelineLayout.parse(value)
     except ValueError as error:
-        raise click.BadParameter(str(error)) from None
+        raise TracekitError(f"--pipelines: {error}") from None
 
 
 pipelines_option = click.option(
