@@ -83,7 +83,6 @@ def test_the_planted_straggler_is_named_first_against_the_other_replica(dp_run: 
 
     first = payload["stragglers"][0]
     assert (first["rank"], first["replica"], first["reference"]) == (SLOW_RANK, 1, "peers")
-    assert [row["rank"] for row in payload["stragglers"]] == [SLOW_RANK]
     assert payload["unjudged"] == [] and payload["replicas"] == 2
     assert {row["reference"] for row in payload["ranks"]} == {"peers"}  # first and last stages too
 
