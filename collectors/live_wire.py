@@ -11,8 +11,9 @@ Rank → aggregator:
   "t0": step start (ns, perf_counter on the rank's host), "d": step duration (ns), "c": ns waiting
   on p2p communication, "clk": "cpu" | "cuda", "cap": 1 while the step is profiled, "x": summaries
   dropped so far, "a": [[stage, kind, microbatch, start offset ns, end offset ns, overlapped 0|1],
-  ...], "sw": [[stage, params, embedding_params, layers], ...] (the stage work of collectors.work)}``:
-  one per training step; offsets count from ``t0``;
+  ...], "sw": [[stage, params, embedding_params, layers], ...] (the stage work of collectors.work),
+  "pg": [global ranks of the rank's pipeline process group, by group rank] (collectors.groups;
+  absent when unknown)}``: one per training step; offsets count from ``t0``;
 - ``{"t": "bye", "v": 1, "r": rank, "s": steps run, "x": dropped}``: the rank's process exits.
 
 Aggregator → rank: ``{"t": "ack"}`` (someone listens) and ``{"t": "capture", "first_step": s,

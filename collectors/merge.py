@@ -181,33 +181,42 @@ def _stage_work(metas: dict[int, RankMeta], problems: list[str]) -> tuple[StageW
     return tuple(by_stage[stage] for stage in sorted(by_stage)) or None
 
 
-def _pipeline_order(group: tuple[int, ...], metas: dict[int, RankMeta]) -> tuple[int, ...]:
+def _pipeline_order(group: tuple[int, ...], first_stage: dict[int, int]) -> tuple[int, ...]:
     """``group`` in pipeline-rank order: by each member's first stage (its pipeline rank in every
-    stage numbering the collectors record) when every member described distinct stages, else as given."""
-    firsts = [
-        min(meta.schedule.stages) if meta.schedule is not None and meta.schedule.stages else None
-        for meta in (metas.get(rank) for rank in group)
-        if meta is not None
-    ]
-    if len(firsts) != len(group) or None in firsts or len(set(firsts)) != len(group):
+    stage numbering the collectors record) when every member's is known and distinct, else as given."""
+    firsts = [first_stage.get(rank) for rank in group]
+    if None in firsts or len(set(firsts)) != len(group):
         return group
-    return tuple(rank for _, rank in sorted(zip(firsts, group)))
+    return tuple(rank for _, rank in sorted(zip(firsts, group)))  # type: ignore[arg-type]
 
 
 def _pipeline_groups(
     metas: dict[int, RankMeta], pp_size: int | None, problems: list[str]
 ) -> tuple[tuple[int, ...], ...] | None:
-    """The pipelines the ranks' process groups form (``Manifest.pipeline_groups``); None, with a
-    problem, when a rank's group leaves it out, two groups overlap, or sizes disagree."""
+    """``merge_pipeline_groups`` of the groups and first stages the ranks' sidecars describe."""
     named = {
         rank: meta.schedule.pipeline_group
         for rank, meta in sorted(metas.items())
         if meta.schedule is not None and meta.schedule.pipeline_group is not None
     }
+    first_stage = {
+        rank: min(meta.schedule.stages)
+        for rank, meta in metas.items()
+        if meta.schedule is not None and meta.schedule.stages
+    }
+    return merge_pipeline_groups(named, first_stage, pp_size, problems)
+
+
+def merge_pipeline_groups(
+    named: dict[int, tuple[int, ...]], first_stage: dict[int, int], pp_size: int | None, problems: list[str]
+) -> tuple[tuple[int, ...], ...] | None:
+    """The pipelines the ranks' process groups form (``Manifest.pipeline_groups``), from rank -> its
+    group (by group rank) and rank -> its first stage; None, with a problem, when a rank's group
+    leaves it out, two groups overlap, or sizes disagree. Live mode merges its summaries' groups here too."""
     if not named:
         return None
     owner: dict[int, tuple[int, tuple[int, ...]]] = {}
-    for rank, group in named.items():
+    for rank, group in sorted(named.items()):
         if rank not in group or len(set(group)) != len(group):
             problems.append(
                 f"rank {rank} names pipeline group {list(group)}, which leaves it out or repeats a rank"
@@ -227,7 +236,8 @@ def _pipeline_groups(
         of = "" if pp_size is None else f" for a schedule of {pp_size} pipeline ranks"
         problems.append(f"pipeline groups of {' and '.join(map(str, sizes))} ranks{of}")
         return None
-    return tuple(sorted((_pipeline_order(group, metas) for group in distinct.values()), key=lambda g: g[0]))
+    ordered = (_pipeline_order(group, first_stage) for group in distinct.values())
+    return tuple(sorted(ordered, key=lambda group: group[0]))
 
 
 def build_manifest(

@@ -7,6 +7,7 @@ import pytest
 from live_samples import SAMPLE_1F1B, slowed, summaries_of
 
 from tracekit.analysis.realized import REALIZED_SCHEMA
+from tracekit.errors import TracekitError
 from tracekit.live.assess import RANK_SCHEMA, LiveConfig, assess_interval, flagged_stragglers, usable_steps
 from tracekit.live.summaries import parse_summary, realized_frame
 from tracekit.run_analysis import analyse
@@ -49,6 +50,8 @@ def test_steps_missing_a_rank_or_profiled_are_not_judged(sample_actions: pl.Data
         ({"a": [[0, "F", 0, 5, 1, 0]]}, "ends before it starts"),
         ({"r": 4}, "outside world size"),
         ({"s": -1}, "step"),
+        ({"pg": []}, "bad pipeline group"),
+        ({"pg": [0, "1"]}, "pipeline group rank"),
     ],
 )
 def test_a_malformed_summary_is_refused_with_its_fault(change: dict, fault: str) -> None:
@@ -62,3 +65,40 @@ def test_a_malformed_summary_is_refused_with_its_fault(change: dict, fault: str)
 def test_live_config_rejects_an_interval_of_one_step() -> None:
     with pytest.raises(ValueError, match="at least 2 steps"):
         LiveConfig(interval_steps=1)
+
+
+def _two_replicas(actions: pl.DataFrame, grouped: bool) -> list:
+    """The sample's summaries twice, as replicas 0 (ranks 0-3) and 1 (ranks 4-7) of one pipeline."""
+    summaries = []
+    for replica in (0, 1):
+        ranks = tuple(range(4 * replica, 4 * replica + 4))
+        for summary in summaries_of(actions.with_columns(pl.col("rank") + 4 * replica)):
+            summaries.append(
+                summary.__class__(
+                    **{**summary.__dict__, "world_size": 8, "pipeline_group": ranks if grouped else None}
+                )
+            )
+    return summaries
+
+
+def test_live_summaries_naming_pipeline_groups_judge_each_rank_against_the_other_replica(
+    sample_actions: pl.DataFrame,
+) -> None:
+    clean = _two_replicas(sample_actions, grouped=True)
+    slow = _two_replicas(slowed(sample_actions, rank=0, kind="F", factor=6.0), grouped=True)
+    summaries = [s for s in clean if s.rank < 4] + [s for s in slow if s.rank >= 4]
+
+    assessment = assess_interval(0, summaries, set(range(8)), LiveConfig())
+
+    assert realized_frame(summaries)["replica"].unique().sort().to_list() == [0, 1]
+    assert set(assessment.scores["reference"].to_list()) == {"peers"}  # first and last stages too
+    assert [(a["rank"], a["stage"], a["kind"]) for a in flagged_stragglers(assessment.scores)] == [
+        (4, 0, "F")
+    ]
+
+
+def test_live_replicas_without_pipeline_groups_cannot_be_told_apart(sample_actions: pl.DataFrame) -> None:
+    summaries = _two_replicas(sample_actions, grouped=False)
+
+    with pytest.raises(TracekitError, match="runs 2 times in step 0"):
+        assess_interval(0, summaries, set(range(8)), LiveConfig())

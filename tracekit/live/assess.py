@@ -135,9 +135,9 @@ def assess_interval(
     """Judge interval ``index`` from its summaries; ``ranks`` are those expected to report."""
     steps = usable_steps(summaries, ranks)
     kept = [s for s in summaries if s.step in set(steps) and s.rank in ranks]
-    actions = realized_frame(kept)
-    hosts = {s.rank: s.host for s in kept}
     warnings: list[str] = []
+    actions = realized_frame(kept, warnings)
+    hosts = {s.rank: s.host for s in kept}
     if len(set(hosts.values())) > 1:
         # Ranks on one host share perf_counter's clock; across hosts, align as for a trace.
         clock = estimate_offsets(actions, hosts)

@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from collectors.merge import merge_pipeline_groups
 from tracekit.analysis.realized import REALIZED_SCHEMA
 
 LIVE_SOURCE = "live"
@@ -64,6 +65,8 @@ class StepSummary:
     """(stage, kind, micro-batch, start offset ns, end offset ns, overlapped)."""
     stage_work: tuple[tuple[int, int, int, int], ...] = ()
     """(stage, params, embedding_params, layers) of the rank's stages (``collectors.work``)."""
+    pipeline_group: tuple[int, ...] | None = None
+    """Global ranks of the rank's pipeline process group, by group rank (``collectors.groups``); None when unknown."""
 
 
 def _int(value: Any, what: str, low: int = 0) -> int:
@@ -99,6 +102,10 @@ def parse_summary(message: dict[str, Any]) -> StepSummary:
     rank = _int(message.get("r"), "rank")
     if rank >= world:
         raise ValueError(f"rank {rank} outside world size {world}")
+    group = message.get("pg")
+    if group is not None and (not isinstance(group, list) or not group):
+        raise ValueError(f"bad pipeline group {group!r}")
+    pipeline_group = None if group is None else tuple(_int(member, "pipeline group rank") for member in group)
     return StepSummary(
         rank=rank,
         world_size=world,
@@ -113,20 +120,48 @@ def parse_summary(message: dict[str, Any]) -> StepSummary:
         dropped=_int(message.get("x"), "drop count"),
         actions=tuple(actions),
         stage_work=tuple(stage_work),  # type: ignore[arg-type]
+        pipeline_group=pipeline_group,
     )
 
 
-def realized_frame(summaries: Iterable[StepSummary]) -> pl.DataFrame:
+def realized_frame(summaries: Iterable[StepSummary], problems: list[str] | None = None) -> pl.DataFrame:
     """The summaries' actions in ``REALIZED_SCHEMA``, times on each rank's host clock, ordered like a trace's.
 
-    Live summaries name no pipeline groups: every rank is in replica 0 (one pipeline).
+    Each rank's replica is the index of its pipeline group, merged from the summaries' groups as
+    run.json's are (``collectors.merge.merge_pipeline_groups``); 0 everywhere when they name none
+    or disagree (then said in ``problems``, when given).
     """
+    summaries = list(summaries)
+    replica = replicas_of(summaries, problems if problems is not None else [])
     rows = [
-        (s.rank, 0, s.step, stage, kind, mb, s.start_ns + start, s.start_ns + end, overlapped, LIVE_SOURCE)
+        (
+            s.rank,
+            replica.get(s.rank, 0),
+            s.step,
+            stage,
+            kind,
+            mb,
+            s.start_ns + start,
+            s.start_ns + end,
+            overlapped,
+            LIVE_SOURCE,
+        )
         for s in summaries
         for stage, kind, mb, start, end, overlapped in s.actions
     ]
     return pl.DataFrame(rows, schema=REALIZED_SCHEMA, orient="row").sort("rank", "start_ns")
+
+
+def replicas_of(summaries: Sequence[StepSummary], problems: list[str]) -> dict[int, int]:
+    """Rank -> its data-parallel replica, from the pipeline groups the summaries name ({} when none or
+    when they disagree: the reason is appended to ``problems``)."""
+    named = {s.rank: s.pipeline_group for s in summaries if s.pipeline_group is not None}
+    first_stage: dict[int, int] = {}
+    for s in summaries:
+        for stage, *_ in s.actions:
+            first_stage[s.rank] = min(stage, first_stage.get(s.rank, stage))
+    groups = merge_pipeline_groups(named, first_stage, None, problems) or ()  # type: ignore[arg-type]
+    return {rank: index for index, group in enumerate(groups) for rank in group}
 
 
 def stage_work_entries(summaries: Iterable[StepSummary]) -> list[dict[str, int]]:
