@@ -5,17 +5,21 @@ Each (rank, stage, kind) that is slower than its reference is scaled, action by 
 above reference speed is left as it is: it has nothing to give back). The run is replayed with the
 what-if timing engine (``tracekit.whatif``) and the saving is the realized replayed step time minus
 the replayed one, averaged over steps. The replay holds compute and dependencies, so the saving is
-the time the slowness puts on the step's critical path.
+the time the slowness puts on the step's critical path. Every row is priced in one batch of
+counterfactuals (``tracekit.whatif.counterfactuals``), each replaying only what its ops reach.
 
 Not for: choosing the reference (``references``) or flagging (``scoring``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import polars as pl
 
 from tracekit.whatif.case import ReplayCase
+from tracekit.whatif.counterfactuals import Change, Counterfactuals, rows_by
 
 
 def speed_factors(case: ReplayCase, judged: pl.DataFrame) -> np.ndarray:
@@ -40,24 +44,39 @@ def speed_factors(case: ReplayCase, judged: pl.DataFrame) -> np.ndarray:
 
 
 class Pricer:
-    """Replays one case with chosen ops at reference speed (the realized replay is computed once)."""
+    """Replays one case with chosen ops at reference speed, all choices in one batched replay.
+
+    The counterfactuals share the realized durations as their base and each replays only the
+    components its ops reach (``tracekit.whatif.counterfactuals``), so pricing every rank and
+    every (rank, kind) costs about as much as a few replays of the whole run.
+    """
 
     def __init__(self, case: ReplayCase, factors: np.ndarray) -> None:
         self.case = case
         self.real = case.ops["duration_ms"].to_numpy()
         self.factors = factors
-        self.realized_ms = float(case.replay_step_times(self.real).mean())
+        self._replays = Counterfactuals(case, self.real)
+        self.realized_ms = float(self._replays.base_steps.mean())
 
-    def saving_ms(self, rows: np.ndarray) -> float:
-        """Mean replayed step time saved when the ops in ``rows`` (a boolean mask) run at reference speed."""
-        if (self.factors[rows] == 1.0).all():
-            return 0.0  # nothing to give back: no replay needed
-        faster = np.where(rows, self.real * self.factors, self.real)
-        return float(self.realized_ms - self.case.replay_step_times(faster).mean())
+    def savings_ms(self, row_sets: Sequence[np.ndarray]) -> list[float]:
+        """Per set of op rows: the mean replayed step time saved when those ops run at reference speed."""
+        changes = [Change(rows, self.real[rows] * self.factors[rows]) for rows in row_sets]
+        # A set already at reference speed has nothing to give back: 0 without a replay.
+        moving = [index for index, rows in enumerate(row_sets) if not (self.factors[rows] == 1.0).all()]
+        steps = self._replays.step_times([changes[index] for index in moving])
+        out = [0.0] * len(row_sets)
+        for index, times in zip(moving, steps):
+            out[index] = float(self.realized_ms - times.mean())
+        return out
 
-    def rank_saving_ms(self, rank: int, kind: str | None = None) -> float:
-        """``saving_ms`` of every op of ``rank`` (of ``kind`` only, when given)."""
-        rows = self.case.ops["rank"] == rank
-        if kind is not None:
-            rows = rows & (self.case.ops["optype"] == kind)
-        return self.saving_ms(rows.to_numpy())
+    def rank_savings_ms(self, keys: Sequence[tuple[int, str | None]]) -> list[float]:
+        """``savings_ms`` of every op of each (rank, kind) in ``keys`` (kind None: the whole rank)."""
+        by_rank = rows_by(self.case.ops, ["rank"])
+        by_kind = rows_by(self.case.ops, ["rank", "optype"])
+        empty = np.zeros(0, dtype=np.int64)
+        return self.savings_ms(
+            [
+                by_rank.get((rank,), empty) if kind is None else by_kind.get((rank, kind), empty)
+                for rank, kind in keys
+            ]
+        )

@@ -263,11 +263,6 @@ def score_stragglers(
         .with_columns(_pattern(pl.col("slow_steps"), pl.col("steps"), config).alias("pattern"))
         .sort("rank", "kind")
     )
-    savings = [
-        None if reference == "history" else pricer.rank_saving_ms(rank, kind)
-        for rank, kind, reference in kinds.select("rank", "kind", "reference").iter_rows()
-    ]
-    scores = kinds.with_columns(pl.Series("saving_ms", savings, dtype=pl.Float64()), pl.lit(step_ms).alias("step_ms"))
 
     # Per (rank, family): I and W are one backward, so work a stage's place moves between them
     # (the first stage's I is empty, its W does it all) cancels out.
@@ -278,7 +273,7 @@ def score_stragglers(
         .group_by("rank", "family")
         .agg(pl.col("slow").sum().cast(pl.Int64()).alias("slow_steps"), pl.len().cast(pl.Int64()).alias("steps"))
     )
-    judged_kinds = scores.filter(pl.col("reference") != "history").with_columns(
+    judged_kinds = kinds.filter(pl.col("reference") != "history").with_columns(
         ((pl.col("median_ms") - pl.col("reference_ms")) * pl.col("actions")).alias("excess_ms")
     )
     worst = judged_kinds.sort(["excess_ms", "kind"], descending=[True, False]).group_by("rank", maintain_order=True).first()
@@ -305,7 +300,20 @@ def score_stragglers(
         .with_columns(_pattern(pl.col("slow_steps"), pl.col("steps"), config).alias("pattern"))
         .sort("rank")
     )
-    rank_savings = [pricer.rank_saving_ms(rank) for rank in rank_rows["rank"].to_list()]
+    # Every (rank, kind) with a reference and every rank, priced in one batch of counterfactuals.
+    kind_keys = [
+        (rank, kind)
+        for rank, kind, reference in kinds.select("rank", "kind", "reference").iter_rows()
+        if reference != "history"
+    ]
+    rank_keys: list[tuple[int, str | None]] = [(rank, None) for rank in rank_rows["rank"].to_list()]
+    priced = pricer.rank_savings_ms([*kind_keys, *rank_keys])
+    by_kind = dict(zip(kind_keys, priced[: len(kind_keys)]))
+    savings = [by_kind.get((rank, kind)) for rank, kind in kinds.select("rank", "kind").iter_rows()]
+    scores = kinds.with_columns(
+        pl.Series("saving_ms", savings, dtype=pl.Float64()), pl.lit(step_ms).alias("step_ms")
+    )
+    rank_savings = priced[len(kind_keys) :]
     ranks = (
         rank_rows.with_columns(
             pl.Series("saving_ms", rank_savings, dtype=pl.Float64()),

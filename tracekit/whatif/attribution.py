@@ -17,7 +17,11 @@ Definitions (Lin et al., OSDI 2025; numbers as their artifact computes them):
   durations: ``rem = (T_real - T_rem) / (T_real - T_ideal)``. The worker score is the artifact's
   ``min(S_dp_rank, S_stage)`` (Eq. 4), where a worker holding several stages (DualPipe, V shapes)
   takes the highest S_stage of its stages; ``add`` is the converse (only that group real, from ideal);
-- ``by_rank`` replays each worker on its own (exact, one replay per worker).
+- ``by_rank`` replays each worker on its own (exact, one counterfactual per worker).
+
+Every group of every dimension is one counterfactual of the ideal; they replay together, each only
+over the components of the graph its ops reach (``tracekit.whatif.counterfactuals``), so the cost
+grows with the run's size, not with its size times its ranks.
 
 Not for: judging durations without replay (``tracekit.stragglers.scoring``).
 """
@@ -32,6 +36,7 @@ import polars as pl
 
 from tracekit.analysis.ideal import IdealConfig, ideal_durations
 from tracekit.whatif.case import ReplayCase
+from tracekit.whatif.counterfactuals import Change, Counterfactuals, rows_by
 
 
 @dataclass(frozen=True)
@@ -99,46 +104,44 @@ class WhatIf:
         return float(self.measured_ms.mean() / self.realized_ms.mean())
 
 
-def _mixed(real: np.ndarray, ideal: np.ndarray, real_rows: np.ndarray) -> np.ndarray:
-    return np.where(real_rows, real, ideal)
+def _by(case: ReplayCase, column: str, real: np.ndarray) -> tuple[list, list[Change]]:
+    """The groups of ``column`` and, per group, the ideal with only that group's real durations."""
+    groups = rows_by(case.ops, [column])
+    values = sorted(key for (key,) in groups)
+    return values, [Change(groups[(value,)], real[groups[(value,)]]) for value in values]
 
 
-def _by(case: ReplayCase, column: str, real: np.ndarray, ideal: np.ndarray, ideal_steps: np.ndarray):
-    """Per group of ``column``: overall S_G and per-step rows."""
+def _attributed(case: ReplayCase, column: str, values: list, steps: np.ndarray, ideal_steps: np.ndarray):
+    """Per group of ``column``: overall S_G (highest first) and per-step rows, from its replayed ``steps``."""
     overall: dict = {}
     rows: list[dict] = []
-    values = case.ops[column]
-    for value in values.unique().sort().to_list():
-        steps = case.replay_step_times(_mixed(real, ideal, (values == value).to_numpy()))
-        overall[value] = float(steps.mean() / ideal_steps.mean())
+    for value, times in zip(values, steps):
+        overall[value] = float(times.mean() / ideal_steps.mean())
         rows += [
             {"dimension": column, "group": str(value), "step": step, "slowdown": float(t / i)}
-            for step, t, i in zip(case.steps, steps, ideal_steps)
+            for step, t, i in zip(case.steps, times, ideal_steps)
         ]
     ranked = dict(sorted(overall.items(), key=lambda item: -item[1]))
     return ranked, rows
 
 
 def counterfactual(
-    case: ReplayCase,
-    real: np.ndarray,
-    ideal: np.ndarray,
-    rows: np.ndarray,
-    group: str,
-    realized_ms: float,
-    ideal_ms: float,
+    real_runs: Counterfactuals, ideal_runs: Counterfactuals, rows: np.ndarray, group: str
 ) -> Counterfactual:
-    """Remove ``rows``' real durations from the realized run, and add only them to the ideal.
+    """Remove ``rows``' (a boolean mask) real durations from the realized run, and add only them to the ideal.
 
-    ``realized_ms`` and ``ideal_ms`` are the mean replayed step times with ``real`` and ``ideal``,
-    which the caller has already computed.
+    ``real_runs`` and ``ideal_runs`` replay changes of the real and the ideal durations of one case.
     """
+    positions = np.flatnonzero(rows)
+    real, ideal = real_runs.base, ideal_runs.base
+    (removed,) = real_runs.step_times([Change(positions, ideal[positions])])
+    (added,) = ideal_runs.step_times([Change(positions, real[positions])])
     return Counterfactual(
         group=group,
-        realized_ms=realized_ms,
-        ideal_ms=ideal_ms,
-        removed_ms=float(case.replay_step_times(_mixed(ideal, real, rows)).mean()),
-        added_ms=float(case.replay_step_times(_mixed(real, ideal, rows)).mean()),
+        realized_ms=float(real_runs.base_steps.mean()),
+        ideal_ms=float(ideal_runs.base_steps.mean()),
+        removed_ms=float(removed.mean()),
+        added_ms=float(added.mean()),
     )
 
 
@@ -166,39 +169,31 @@ def what_if(case: ReplayCase, config: WhatIfConfig | None = None, ideal: np.ndar
     real = case.ops["duration_ms"].to_numpy()
     if ideal is None:
         ideal = ideal_durations(case.ops, IdealConfig().method_for(case.source)).per_op(case.ops)
-    realized_steps = case.replay_step_times(real)
-    ideal_steps = case.replay_step_times(ideal)
-    by_optype, rows_t = _by(case, "attribution_type", real, ideal, ideal_steps)
-    by_dp_rank, rows_d = _by(case, "dp_rank", real, ideal, ideal_steps)
-    by_stage, rows_s = _by(case, "stage", real, ideal, ideal_steps)
-    by_rank, rows_r = _by(case, "rank", real, ideal, ideal_steps)
+    # Every group of every dimension is one change of the ideal: one batch replays them all.
+    real_runs, ideal_runs = Counterfactuals(case, real), Counterfactuals(case, ideal)
+    realized_steps, ideal_steps = real_runs.base_steps, ideal_runs.base_steps
+    dimensions = ("attribution_type", "dp_rank", "stage", "rank")
+    grouped = [_by(case, column, real) for column in dimensions]
+    replayed = ideal_runs.step_times([change for _, changes in grouped for change in changes])
+    results, offset = [], 0
+    for column, (values, changes) in zip(dimensions, grouped):
+        results.append(
+            _attributed(case, column, values, replayed[offset : offset + len(changes)], ideal_steps)
+        )
+        offset += len(changes)
+    (by_optype, rows_t), (by_dp_rank, rows_d), (by_stage, rows_s), (by_rank, rows_r) = results
     per_step = pl.DataFrame(
         rows_t + rows_d + rows_s + rows_r,
         schema={"dimension": pl.String(), "group": pl.String(), "step": pl.Int64(), "slowdown": pl.Float64()},
     ).with_columns(pl.col("dimension").replace({"attribution_type": "optype"}))
-    realized_mean, ideal_mean = float(realized_steps.mean()), float(ideal_steps.mean())
     last_stage = int(case.ops["stage"].max())  # type: ignore[arg-type]
-    ms = counterfactual(
-        case,
-        real,
-        ideal,
-        (case.ops["stage"] == last_stage).to_numpy(),
-        f"stage {last_stage}",
-        realized_mean,
-        ideal_mean,
-    )
+    last = (case.ops["stage"] == last_stage).to_numpy()
+    ms = counterfactual(real_runs, ideal_runs, last, f"stage {last_stage}")
     scores = worker_scores(case, by_dp_rank, by_stage)
     count = math.ceil(len(scores) * config.worker_fraction - 1e-9)
     worst = sorted(scores, key=lambda rank: (-scores[rank], rank))[:count]
-    mw = counterfactual(
-        case,
-        real,
-        ideal,
-        case.ops["rank"].is_in(worst).to_numpy(),
-        "ranks " + ", ".join(str(rank) for rank in worst),
-        realized_mean,
-        ideal_mean,
-    )
+    chosen = case.ops["rank"].is_in(worst).to_numpy()
+    mw = counterfactual(real_runs, ideal_runs, chosen, "ranks " + ", ".join(str(rank) for rank in worst))
     return WhatIf(
         steps=case.steps,
         measured_ms=case.measured_ms(),

@@ -88,6 +88,16 @@ class ReplayCase:
         object.__setattr__(self, "_cells", (node, slot, dp))
         object.__setattr__(self, "_step_code", code)
 
+    @property
+    def cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row of ``ops``: its (node, slot, dp) cell of the engine's array."""
+        return self._cells
+
+    @property
+    def step_index(self) -> np.ndarray:
+        """(nodes, slots): the position in ``steps`` of the step each cell belongs to."""
+        return self._step_code
+
     def matrix(self, values: np.ndarray) -> np.ndarray:
         """Per-row ``values`` (aligned with ``ops``) laid out as the engine's ``(nodes, slots, dp)`` array."""
         assert values.shape == (self.ops.height,)
