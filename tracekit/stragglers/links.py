@@ -14,7 +14,8 @@ consumer it feeds.
 - Price: the run replayed with each consumer's exposed latency added to its duration (the replay
   then holds compute, dependencies and the latency the transfers exposed), and again with the
   link's latencies scaled to the reference (``reference / latency``, when above it); the saving is
-  the difference of mean step times.
+  the difference of mean step times. Every link's counterfactual replays in one batch, each only
+  over what its consumers reach (``tracekit.whatif.counterfactuals``).
 - Flagged: latency at least ``min_excess_ms`` over the reference and ``min_ratio`` times it, the
   saving at least ``min_saving_share`` of the measured step, and slow in more than
   ``persistent_share`` of the steps (a step's median latency ``min_excess_ms`` over the reference).
@@ -43,7 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tracekit.whatif.pipeline import cross_rank_dependencies, pipeline_case
+from tracekit.whatif.counterfactuals import Change, Counterfactuals
+from tracekit.whatif.pipeline import cross_rank_dependencies, pipeline_case_nodes
 
 LINK_SCHEMA: dict[str, pl.DataType] = {
     "rank_a": pl.Int32(),
@@ -58,7 +60,6 @@ LINK_SCHEMA: dict[str, pl.DataType] = {
     "step_ms_without": pl.Float64(),
     "flagged": pl.Boolean(),
 }
-
 
 
 @dataclass(frozen=True)
@@ -126,11 +127,81 @@ def exposed_latencies(actions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame
     return latencies, ordered.drop("previous_end_ns")
 
 
-def _replayed_ms(actions: pl.DataFrame, extra_ms: np.ndarray) -> float:
-    """Mean replayed step time with each action's start moved ``extra_ms`` earlier (its latency folded in)."""
-    folded = actions.with_columns(pl.col("start_ns") - pl.Series(np.round(extra_ms * 1e6)).cast(pl.Int64()))
-    case, _ = pipeline_case(folded.drop("row"), "links")
-    return float(case.replay_step_times(case.ops["duration_ms"].to_numpy()).mean())
+class _FoldedReplay:
+    """The run with each consumer's exposed latency folded into it, replayed under scaled latencies.
+
+    Folding moves a consumer's start ``latency`` earlier, never before the end of its rank's previous
+    action (the latency is measured from there), so every rank keeps its order of actions and every
+    scaling of the latencies has the same dependency graph: only the folded nodes' durations change,
+    and each link's counterfactual replays only the components its consumers reach.
+    """
+
+    def __init__(self, ordered: pl.DataFrame, extra_ms: np.ndarray) -> None:
+        self.extra_ms = extra_ms
+        self.start_ns = ordered["start_ns"].to_numpy()
+        folded = self.start_ns - _ns(extra_ms)
+        case, _, self.node = pipeline_case_nodes(
+            ordered.drop("row").with_columns(pl.Series("start_ns", folded)), "links"
+        )
+        self.folded_ns = folded.copy()
+        by_node = np.argsort(self.node, kind="stable")
+        first = np.flatnonzero(np.diff(self.node[by_node], prepend=-1))
+        self.first_row = by_node[first]
+        # An overlapped F&B pair is one node of two rows; other nodes have one (second: themselves).
+        self.second_row = self.first_row.copy()
+        pairs = np.flatnonzero(np.diff(np.append(first, by_node.size)) == 2)
+        self.second_row[pairs] = by_node[first[pairs] + 1]
+        self.end_ns = np.maximum(
+            ordered["end_ns"].to_numpy()[self.first_row], ordered["end_ns"].to_numpy()[self.second_row]
+        )
+        self.replays = Counterfactuals(case, case.ops["duration_ms"].to_numpy())
+        self.folded_ms = float(self.replays.base_steps.mean())
+
+    def change(self, rows: np.ndarray, extra_ms: np.ndarray) -> Change:
+        """The folded run with ``rows``' latencies set to ``extra_ms`` instead (the others folded in full)."""
+        scratch = self.folded_ns
+        scratch[rows] = self.start_ns[rows] - _ns(extra_ms)
+        nodes = np.unique(self.node[rows])
+        begin = np.minimum(scratch[self.first_row[nodes]], scratch[self.second_row[nodes]])
+        scratch[rows] = self.start_ns[rows] - _ns(self.extra_ms[rows])
+        # numpy divides exactly, as pipeline_case does
+        return Change(nodes, (self.end_ns[nodes] - begin) / 1e6)
+
+
+def _link_bounds(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[tuple[int, int], tuple[int, int]]]:
+    """``frame`` sorted by link (rows of a link in their order) and each link's [start, stop) in it."""
+    ordered = frame.with_row_index("_order").sort("rank_a", "rank_b", "_order").drop("_order")
+    a, b = ordered["rank_a"].to_numpy(), ordered["rank_b"].to_numpy()
+    starts = np.flatnonzero((np.diff(a, prepend=-1) != 0) | (np.diff(b, prepend=-1) != 0))
+    stops = np.append(starts[1:], ordered.height)
+    return ordered, {
+        (int(a[lo]), int(b[lo])): (int(lo), int(hi)) for lo, hi in zip(starts.tolist(), stops.tolist())
+    }
+
+
+def _ns(ms: np.ndarray) -> np.ndarray:
+    return np.round(ms * 1e6).astype(np.int64)
+
+
+def _median_of_sorted(values: np.ndarray) -> float:
+    """Median of sorted ``values`` as polars takes it (linear interpolation between the middle two)."""
+    middle = values.size // 2
+    if values.size % 2:
+        return float(values[middle])
+    lower, upper = float(values[middle - 1]), float(values[middle])
+    return lower if lower == upper else 0.5 * (upper - lower) + lower
+
+
+def _median_without(ordered_values: np.ndarray, positions: np.ndarray) -> float | None:
+    """Median of sorted ``ordered_values`` without the elements at sorted ``positions``; None when none remain."""
+    remaining = ordered_values.size - positions.size
+    if remaining == 0:
+        return None
+    # The k-th kept element sits at k plus the number of removed positions at or before it.
+    shifted = positions - np.arange(positions.size)
+    middle = np.array([remaining // 2] if remaining % 2 else [remaining // 2 - 1, remaining // 2])
+    picked = middle + np.searchsorted(shifted, middle, side="right")
+    return _median_of_sorted(ordered_values[picked])
 
 
 def slow_links(actions: pl.DataFrame, step_ms: float, config: LinkConfig | None = None) -> pl.DataFrame:
@@ -141,28 +212,39 @@ def slow_links(actions: pl.DataFrame, step_ms: float, config: LinkConfig | None 
         return pl.DataFrame(schema=LINK_SCHEMA)
     extra = np.zeros(ordered.height)
     extra[latencies["row"].to_numpy()] = latencies["latency_ms"].to_numpy()
-    folded_ms = _replayed_ms(ordered, extra)
-    out = []
-    links = latencies.select("rank_a", "rank_b").unique().sort("rank_a", "rank_b").iter_rows()
-    for rank_a, rank_b in links:
-        mine = (latencies["rank_a"] == rank_a) & (latencies["rank_b"] == rank_b)
-        own, others = latencies.filter(mine), latencies.filter(~mine)
-        latency = float(own["latency_ms"].median())  # type: ignore[arg-type]
-        reference = float(others["latency_ms"].median()) if others.height else None  # type: ignore[arg-type]
-        per_step = own.group_by("step").agg(pl.col("latency_ms").median())
+    folded = _FoldedReplay(ordered, extra)
+    by_latency = np.lexsort((np.arange(latencies.height), latencies["latency_ms"].to_numpy()))
+    sorted_latency = latencies["latency_ms"].to_numpy()[by_latency]
+    place = np.empty(latencies.height, dtype=np.int64)  # each transfer's place in latency order
+    place[by_latency] = np.arange(latencies.height)
+    step_medians = latencies.group_by("rank_a", "rank_b", "step").agg(pl.col("latency_ms").median())
+    steps_ordered, steps_of = _link_bounds(step_medians)
+    step_latency = steps_ordered["latency_ms"].to_numpy()
+    transfers, transfers_of = _link_bounds(latencies.with_row_index("position"))
+    latency_ms, rows_of = transfers["latency_ms"].to_numpy(), transfers["row"].to_numpy()
+    position = transfers["position"].to_numpy().astype(np.int64)
+    links, changes = [], []
+    for rank_a, rank_b in sorted(transfers_of):
+        lo, hi = transfers_of[(rank_a, rank_b)]
+        step_lo, step_hi = steps_of[(rank_a, rank_b)]
+        latency = _median_of_sorted(np.sort(latency_ms[lo:hi]))
+        reference = _median_without(sorted_latency, np.sort(place[position[lo:hi]]))
         slow_steps = (
-            int((per_step["latency_ms"] >= reference + config.min_excess_ms).sum()) if reference is not None else 0
+            int((step_latency[step_lo:step_hi] >= reference + config.min_excess_ms).sum())
+            if reference is not None
+            else 0
         )
-        saving = None
+        links.append((rank_a, rank_b, hi - lo, latency, reference, slow_steps, step_hi - step_lo))
         if reference is not None:
-            restored = extra.copy()
-            rows = own["row"].to_numpy()
+            rows = rows_of[lo:hi]
             # Scaled, not clipped: the link keeps its spread, loses its systematic excess.
-            restored[rows] *= min(1.0, reference / latency) if latency > 0 else 1.0
-            saving = folded_ms - _replayed_ms(ordered, restored)
-        out.append(
-            (rank_a, rank_b, own.height, latency, reference, slow_steps, per_step.height, saving)
-        )
+            scale = min(1.0, reference / latency) if latency > 0 else 1.0
+            changes.append((len(links) - 1, folded.change(rows, extra[rows] * scale)))
+    replayed = folded.replays.step_times([change for _, change in changes])
+    savings: list[float | None] = [None] * len(links)
+    for (index, _), times in zip(changes, replayed):
+        savings[index] = folded.folded_ms - float(times.mean())
+    out = [(*link, saving) for link, saving in zip(links, savings)]
     frame = pl.DataFrame(out, schema=list(LINK_SCHEMA)[:8], orient="row")
     return (
         frame.with_columns(pl.lit(step_ms).alias("step_ms"))
@@ -178,5 +260,9 @@ def slow_links(actions: pl.DataFrame, step_ms: float, config: LinkConfig | None 
             .alias("flagged"),
         )
         .cast(LINK_SCHEMA)  # type: ignore[arg-type]
-        .sort(["flagged", "saving_ms", "rank_a", "rank_b"], descending=[True, True, False, False], nulls_last=True)
+        .sort(
+            ["flagged", "saving_ms", "rank_a", "rank_b"],
+            descending=[True, True, False, False],
+            nulls_last=True,
+        )
     )

@@ -116,7 +116,7 @@ def _check(actions: pl.DataFrame, source: str) -> pl.DataFrame:
             f"cannot tell which one a dependency waits for{hint}",
             source,
         )
-    ordered = actions.select(ACTION_COLUMNS).sort("step", "rank", "start_ns", "end_ns")
+    ordered = actions.select(ACTION_COLUMNS).with_row_index("input").sort("step", "rank", "start_ns", "end_ns")
     return _with_paths(ordered).with_row_index("row")
 
 
@@ -198,6 +198,17 @@ def _nodes(actions: pl.DataFrame, source: str) -> np.ndarray:
 
 def pipeline_case(actions: pl.DataFrame, source: str) -> tuple[ReplayCase, tuple[str, ...]]:
     """The realized schedule as a replay case, and warnings (dependencies whose producer is absent)."""
+    case, warnings, _ = pipeline_case_nodes(actions, source)
+    return case, warnings
+
+
+def pipeline_case_nodes(
+    actions: pl.DataFrame, source: str
+) -> tuple[ReplayCase, tuple[str, ...], np.ndarray]:
+    """``pipeline_case``, and per row of ``actions`` (in its order) its node: its op's row in ``ops``.
+
+    A node spans its rows: it starts at their earliest start and ends at their latest end.
+    """
     actions = _check(actions, source)
     rows = actions.with_columns(
         pl.Series("node", _nodes(actions, source)), pl.col("kind").eq("F").alias("is_forward"), _ROLE
@@ -275,4 +286,6 @@ def pipeline_case(actions: pl.DataFrame, source: str) -> tuple[ReplayCase, tuple
         if absent
         else ()
     )
-    return ReplayCase(graph=graph, ops=ops, measured=measured, source="kineto"), warnings
+    node_of_input = np.empty(actions.height, dtype=np.int64)
+    node_of_input[rows["input"].to_numpy()] = row_node
+    return ReplayCase(graph=graph, ops=ops, measured=measured, source="kineto"), warnings, node_of_input
