@@ -7,6 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from tracekit.cli.main import cli
+from tracekit.schedule.engine import simulate
+from tracekit.schedule.registry import generate
+from tracekit.schedule.sweep import ShareCosts, share_costs
 
 
 def _run(*args: str) -> tuple[int, str, str]:
@@ -111,3 +114,52 @@ def test_sweep_warns_about_skipped_combinations() -> None:
 
     assert code == 0
     assert "skipped dualpipe pp=8" in err
+
+
+def _timeline_rows_one_by_one(timeline) -> list[dict]:
+    """Each action of a simulated timeline as a row, walked step by step."""
+    rows = []
+    for rank, steps in enumerate(timeline.schedule.steps):
+        for index, step in enumerate(steps):
+            node = timeline.offsets[rank] + index
+            halves = getattr(step, "halves", (step,))
+            for action in halves:
+                rows.append(
+                    {
+                        "rank": rank,
+                        "stage": action.stage,
+                        "kind": action.kind.value,
+                        "microbatch": action.microbatch,
+                        "start": timeline.start[node],
+                        "end": timeline.end[node],
+                        "overlapped": len(halves) == 2,
+                    }
+                )
+    return rows
+
+
+@pytest.mark.parametrize("name", ["1f1b", "zb-h2", "interleaved-1f1b", "dualpipe", "dualpipev"])
+def test_simulate_json_lists_every_action_of_the_timeline_in_order(name: str) -> None:
+    schedule = generate(name, 4, 8)
+    timeline = simulate(schedule, share_costs(schedule, ShareCosts(1.0, 1.0, 1.0, None, 0.0)))
+    code, out, _ = _run(
+        "simulate", "--schedule", name, "--pp", "4", "--microbatches", "8", "--format", "json"
+    )
+
+    expected = _timeline_rows_one_by_one(timeline)
+    assert code == 0
+    assert timeline.to_frame().to_dicts() == expected
+    assert orjson.loads(out)["schedule"] == [
+        {k: v for k, v in row.items() if k != "overlapped"} for row in expected
+    ]
+
+
+def test_simulate_refuses_a_schedule_beyond_its_memory_bound_in_one_line() -> None:
+    code, _, err = _run("simulate", "--schedule", "1f1b", "--pp", "1024", "--microbatches", "512")
+
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert line.startswith(
+        "tracekit: error: pp 1024 x 1 stage(s) per rank x 512 micro-batches is 1,572,864 actions"
+    )
+    assert "GiB" in line

@@ -52,20 +52,22 @@ class Timeline:
 
     def to_frame(self) -> pl.DataFrame:
         """One row per action (TIMELINE_SCHEMA), sorted by rank then start."""
-        columns: dict[str, list] = {name: [] for name in TIMELINE_SCHEMA}
-        for rank, steps in enumerate(self.schedule.steps):
-            for index, step in enumerate(steps):
-                node = self.offsets[rank] + index
-                pair = isinstance(step, OverlappedPair)
-                for action in step.halves if pair else (step,):
-                    columns["rank"].append(rank)
-                    columns["stage"].append(action.stage)
-                    columns["kind"].append(action.kind.value)
-                    columns["microbatch"].append(action.microbatch)
-                    columns["start"].append(self.start[node])
-                    columns["end"].append(self.end[node])
-                    columns["overlapped"].append(pair)
-        return pl.DataFrame(columns, schema=TIMELINE_SCHEMA)
+        halves = _halves(self.schedule)
+        steps = np.diff(halves.offsets)
+        rank_of_node = np.repeat(np.arange(steps.size, dtype=np.int32), steps)
+        halves_of_node = np.bincount(halves.node, minlength=rank_of_node.size)
+        kinds = pl.Series([kind.value for kind in rule.CODE_KIND], dtype=pl.String())
+        return pl.DataFrame(
+            {
+                "rank": rank_of_node[halves.node],
+                "stage": halves.stage,
+                "kind": kinds.gather(halves.kind),
+                "microbatch": halves.microbatch,
+                "start": np.asarray(self.start)[halves.node],
+                "end": np.asarray(self.end)[halves.node],
+                "overlapped": halves_of_node[halves.node] == 2,
+            },
+        ).cast(TIMELINE_SCHEMA)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -114,9 +116,13 @@ def _dependency_edges(schedule: Schedule, halves: _Halves) -> tuple[np.ndarray, 
     size = rule.NUM_SLOTS * num_stages * num_mb
     own = rule.slot_keys(rule.own_slots(kind), stage, mb, num_stages, num_mb)
     inputs = rule.is_input(kind)
-    input_keys = rule.slot_keys(np.full(int(inputs.sum()), rule.INPUT_SLOT), stage[inputs], mb[inputs], num_stages, num_mb)
+    input_keys = rule.slot_keys(
+        np.full(int(inputs.sum()), rule.INPUT_SLOT), stage[inputs], mb[inputs], num_stages, num_mb
+    )
     filled = np.bincount(own, minlength=size).reshape(rule.NUM_SLOTS, -1)
-    cells = sum((p.last_stage - p.first_stage + 1) * (p.stop_microbatch - p.first_microbatch) for p in schedule.paths)
+    cells = sum(
+        (p.last_stage - p.first_stage + 1) * (p.stop_microbatch - p.first_microbatch) for p in schedule.paths
+    )
     complete = (
         filled.max() <= 1
         and filled[rule.FORWARD_SLOT].sum() == cells == filled[rule.BACKWARD_SLOT].sum()
@@ -149,7 +155,9 @@ def _step_costs(schedule: Schedule, costs: Costs, halves: _Halves) -> np.ndarray
     if np.isnan(cost).any():
         steps = [step for rank_steps in schedule.steps for step in rank_steps]
         unmeasured = sorted({str(steps[node]) for node in np.flatnonzero(np.isnan(cost)).tolist()})
-        raise ScheduleError(f"no measured cost for {len(unmeasured)} step(s), e.g. {', '.join(unmeasured[:5])}")
+        raise ScheduleError(
+            f"no measured cost for {len(unmeasured)} step(s), e.g. {', '.join(unmeasured[:5])}"
+        )
     return cost
 
 

@@ -50,7 +50,11 @@ MAX_PP = 1024
 still prints in a moment."""
 MAX_ACTIONS = 1 << 20
 """Most actions (ranks x stages per rank x micro-batches x 3 kinds) one schedule may hold: about
-seven seconds and 0.7 GB to simulate; the bound keeps a typo from eating the machine's memory."""
+seven seconds and 0.9 GiB to simulate and write as JSON; the bound keeps a typo from eating the
+machine's memory."""
+BYTES_PER_ACTION = 850
+"""Peak memory of ``tracekit simulate --format json`` per action (measured: 322 MiB for DualPipe's
+396,256 actions at P=64, M=3072, ``benchmarks/simulate_speed.py``)."""
 
 
 def generate(name: str, pp: int, microbatches: int, chunks: int | None = None) -> Schedule:
@@ -78,5 +82,6 @@ def check_size(pp: int, microbatches: int, stages_per_rank: int = 1) -> None:
     if actions > MAX_ACTIONS:
         raise ScheduleError(
             f"pp {pp} x {max(stages_per_rank, 1)} stage(s) per rank x {microbatches} micro-batches is "
-            f"{actions:,} actions, more than the {MAX_ACTIONS:,} tracekit simulates; use fewer micro-batches"
+            f"{actions:,} actions (about {actions * BYTES_PER_ACTION / 2**30:.1f} GiB of memory), more than "
+            f"the {MAX_ACTIONS:,} tracekit simulates; use fewer micro-batches"
         )
