@@ -7,7 +7,7 @@ run comes from the same frames:
     run facts -> labelled actions -> GPU figures (when the traces hold GPU events)
       -> realized actions on one clock (``tracekit.analysis.realized``)
       -> utilization and bubbles, the replay case (dependency graph), the ideal
-      -> stragglers, what-if, the named-schedule comparison
+      -> stragglers, what-if, the critical path, the named-schedule comparison
 
 ``tracekit report``, ``stragglers``, ``whatif``, ``dashboard`` and ``dashboards/`` read only this
 object; ``tracekit.present`` turns it into JSON payloads, tables and sentences.
@@ -39,6 +39,7 @@ from tracekit.trace.labels import Role, match_labels
 from tracekit.trace.run import Run, load_run
 from tracekit.whatif.attribution import WhatIf, WhatIfConfig, what_if
 from tracekit.whatif.case import ReplayCase
+from tracekit.whatif.critical import critical_paths
 from tracekit.whatif.megatron import megatron_case
 from tracekit.whatif.named import NamedComparison, compare_named
 from tracekit.whatif.optable import find_meta, read_meta, read_optable
@@ -332,6 +333,13 @@ class RunAnalysis:
         if self.is_optable:
             return None
         return slow_links(self.actions, float(self.case.measured_ms().mean()))
+
+    @cached_property
+    def critical_path(self) -> pl.DataFrame:
+        """Each step's critical path through the realized replay (``tracekit.whatif.critical``); TracekitError for an op-table."""
+        if self.is_optable:
+            raise TracekitError("an op-table replays many replicas per op: no single critical path", self.source)
+        return critical_paths(self.case, self.case.ops["duration_ms"].to_numpy())
 
     @cached_property
     def whatif(self) -> WhatIf:
