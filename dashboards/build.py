@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
 
@@ -30,6 +31,8 @@ from collectors.manifest import Manifest, RunSchedule
 from dashboards.comparison import comparison_chart, from_sweep
 from dashboards.overlap import from_gpu_overlap, overlap_chart
 from dashboards.page import Page, Section, View
+from dashboards.rank_section import TITLE as RANKS_TITLE
+from dashboards.rank_section import rank_section
 from dashboards.stragglers import attribution_chart, heatmap_scores, straggler_heatmap
 from dashboards.timeline import TimelineLimits, from_realized, from_simulated, timeline_chart
 from dashboards.utilization import from_rank_utilization, from_simulated_ranks, mean_bubble, utilization_chart
@@ -60,8 +63,12 @@ class DashboardConfig:
     """Schedules the comparison simulates."""
     microbatch_factors: tuple[float, ...] = (0.5, 1, 2, 4, 8)
     """Comparison micro-batch counts as multiples of P (plus the run's own count)."""
+    costliest_ranks: int = 8
+    """Ranks whose timelines the rank section draws (beyond ``timeline.gantt_max_ranks`` ranks)."""
 
     def __post_init__(self) -> None:
+        if self.costliest_ranks < 1:
+            raise TracekitError("costliest_ranks must be at least 1")
         if self.step is not None and self.all_steps:
             raise TracekitError("choose one step or all steps, not both")
         unknown = sorted(set(self.schedules) - set(GENERATORS))
@@ -82,6 +89,7 @@ class IdealReplay:
 
 SECTION_TITLES: dict[str, str] = {
     "timeline": "Timeline: realized against ideal",
+    "ranks": RANKS_TITLE,
     "utilization": "Utilization and bubble per rank",
     "overlap": "Communication / compute overlap",
     "stragglers": "Stragglers and what-if attribution",
@@ -401,9 +409,9 @@ def _stragglers_section(analysis: RunAnalysis) -> Section:
 
 
 def _facts(analysis: RunAnalysis, config: DashboardConfig) -> tuple[tuple[str, str], ...]:
-    run, facts = analysis.run, analysis.facts
-    rows = [("run", str(run.root))]
-    schedule = _manifest_schedule(run.manifest)
+    facts = analysis.facts
+    rows = [("run", facts.root)]
+    schedule = _manifest_schedule(analysis.manifest)
     if schedule is not None:
         rows.append(
             (
@@ -414,12 +422,13 @@ def _facts(analysis: RunAnalysis, config: DashboardConfig) -> tuple[tuple[str, s
                 ),
             )
         )
-    rows.append(
-        (
-            "ranks",
-            f"{len(facts.ranks_present)} of {facts.world_size}" + (" (partial run)" if facts.partial else ""),
+    if analysis.loaded is not None:
+        rows.append(
+            (
+                "ranks",
+                f"{len(facts.ranks_present)} of {facts.world_size}" + (" (partial run)" if facts.partial else ""),
+            )
         )
-    )
     if analysis.has_schedule_labels:
         pipelines = analysis.pipelines
         if pipelines.known:
@@ -449,6 +458,13 @@ def build_page(analysis: RunAnalysis, config: DashboardConfig | None = None) -> 
         sections = [Section(key, SECTION_TITLES[key], notes=(problem,)) for key in PIPELINE_SECTIONS]
     else:
         sections = [*pipeline_sections(analysis, config), _stragglers_section(analysis)]
+        actions = analysis.actions
+        if actions["rank"].n_unique() > config.timeline.gantt_max_ranks:
+            # Too many ranks for one Gantt row each: aggregates, the costliest ranks, any rank.
+            step = _steps_shown(actions, config)[0]
+            shown = actions.filter(pl.col("step") == step)
+            timeline = from_realized(shown, int(shown["start_ns"].min()))  # type: ignore[arg-type]
+            sections.append(rank_section(analysis, timeline, step, config.costliest_ranks))
         try:
             warnings += case_warnings(analysis)
         except TracekitError:
@@ -464,7 +480,7 @@ def build_page(analysis: RunAnalysis, config: DashboardConfig | None = None) -> 
         sections.append(overlap_section(from_gpu_overlap(analysis.gpu.overlap), None))
     order = list(SECTION_TITLES)
     return Page(
-        title=f"tracekit: {analysis.run.root.name}",
+        title=f"tracekit: {Path(analysis.facts.root).name}",
         facts=_facts(analysis, config),
         warnings=tuple(dict.fromkeys(warnings)),
         sections=tuple(sorted(sections, key=lambda section: order.index(section.key))),

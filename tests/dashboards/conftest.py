@@ -87,3 +87,36 @@ def simulated_run() -> Callable[..., pl.DataFrame]:
 def hostile() -> str:
     """Untrusted text that tries to break out of the page."""
     return HOSTILE
+
+
+def _replicated_capture(name: str, replicas: int):  # type: ignore[no-untyped-def]
+    """The analysis of ``replicas`` copies of sample capture ``name``: rank ``replica * P + r`` runs its rank r."""
+    import dataclasses
+    from pathlib import Path
+
+    from tracekit.run_analysis import RunAnalysis, analyse
+
+    source = analyse(Path(__file__).resolve().parents[2] / "sample_traces" / name)
+    actions = source.actions
+    pipeline = actions["rank"].n_unique()
+    copies = pl.concat(
+        actions.with_columns(
+            (pl.col("rank") + replica * pipeline).cast(pl.Int32()),
+            pl.lit(replica, pl.Int32()).alias("replica"),
+        )
+        for replica in range(replicas)
+    ).select(actions.columns)
+    assert source.manifest is not None
+    manifest = dataclasses.replace(
+        source.manifest,
+        world_size=pipeline * replicas,
+        ranks=(),
+        pipeline_groups=tuple(tuple(range(r * pipeline, (r + 1) * pipeline)) for r in range(replicas)),
+    )
+    return RunAnalysis.of_actions(copies, manifest, source=f"{name} x {replicas} replicas")
+
+
+@pytest.fixture(scope="session")
+def replicated_capture() -> Callable[..., object]:
+    """Factory: ``replicated_capture(name, replicas)``, a large run made from a real bundled capture."""
+    return _replicated_capture

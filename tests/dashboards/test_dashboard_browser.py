@@ -208,3 +208,51 @@ def test_2048_ranks_render_on_canvas(browser, tmp_path: Path, simulated_run) -> 
         if key != "view-timeline"
     )
     assert console_messages(browser) == []
+
+
+PICK_RANK = """
+const input = document.querySelector('#view-rank-any input[type="number"]');
+input.value = arguments[0];
+input.dispatchEvent(new Event("input", {bubbles: true}));
+"""
+
+RANK_SHOWN = """
+const view = document.querySelector('#view-rank-any svg.marks');
+const axis = view.querySelector('g[aria-label^="Y-axis"]');
+return {axis: axis ? axis.getAttribute("aria-label") : "", bars: view.querySelectorAll('g[class*="role-mark"] > path').length};
+"""
+"""The any-rank view's rank axis (vega names its one value) and how many bars it draws."""
+
+
+def test_a_2048_rank_real_capture_page_renders_and_opens_any_rank(
+    browser, tmp_path: Path, replicated_capture
+) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    analysis = replicated_capture("1f1b", 512)
+    path = tmp_path / "report.html"
+    path.write_text(render_html(build_page(analysis)), encoding="utf-8")
+
+    views = open_page(browser, path, "dashboard-2048-real.png")
+
+    assert path.stat().st_size < 10e6
+    by_id = {view["id"]: view for view in views}
+    assert {
+        "view-rank-steps",
+        "view-rank-bubbles",
+        "view-rank-costliest",
+        "view-rank-any",
+        "view-critical-path",
+    } <= set(by_id)
+    assert all(view["rendered"] == "ok" for view in views), views
+    assert all(view["svg_marks"] > 0 or view["canvas_painted"] > 0 for view in views), views
+    assert console_messages(browser) == []
+    step = int(analysis.actions["step"].min())  # type: ignore[arg-type]
+    for rank in (1234, 2047):
+        bars = analysis.actions.filter((pl.col("step") == step) & (pl.col("rank") == rank)).height
+        browser.execute_script(PICK_RANK, rank)
+        shown = f"1 value: {rank}"
+        WebDriverWait(browser, 20).until(
+            lambda d, shown=shown: d.execute_script(RANK_SHOWN)["axis"].endswith(shown)
+        )
+        assert browser.execute_script(RANK_SHOWN)["bars"] == bars
