@@ -184,22 +184,59 @@ def expected_cost(others: Sequence[tuple[float, float]], work: float = 1.0) -> f
     return float(np.median([duration / unit for duration, unit in others])) * work
 
 
+class RankValues:
+    """Values that ranks hold, sorted, with where each rank's values sit: medians without one rank's."""
+
+    def __init__(self, values: Sequence[float], ranks: Sequence[int]) -> None:
+        order = np.argsort(np.asarray(values, dtype=np.float64), kind="stable")
+        self.sorted = np.asarray(values, dtype=np.float64)[order]
+        self._places: dict[int, list[int]] = {}
+        for place, index in enumerate(order.tolist()):
+            self._places.setdefault(ranks[index], []).append(place)
+
+    def without(self, rank: int) -> tuple[int, np.ndarray]:
+        """(how many other ranks hold values, the middle one or two of their values in order).
+
+        ``np.median`` of those middle values is ``np.median`` of all the other ranks' values.
+        """
+        removed = np.asarray(sorted(self._places.get(rank, ())), dtype=np.int64)
+        others = len(self._places) - (rank in self._places)
+        remaining = self.sorted.size - removed.size
+        if remaining == 0:
+            return others, self.sorted[:0]
+        # The k-th kept value sits at k plus the number of removed places at or before it.
+        shifted = removed - np.arange(removed.size)
+        middle = np.array([remaining // 2] if remaining % 2 else [remaining // 2 - 1, remaining // 2])
+        return others, self.sorted[middle + np.searchsorted(shifted, middle, side="right")]
+
+
 def _robust(medians: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, optype, work) pace: the ideal by the rules of the module docstring."""
+    """Per (rank, optype, work) pace: the ideal by the rules of the module docstring.
+
+    One pass over the paces: per (optype, work) the fastest and how many ranks run it, per optype
+    each rank's mean pace over its works, so no rank's rule looks at every other rank in Python.
+    """
     pace = {(r, o, w): m for r, o, w, m in medians.select(*_KEY, "own_median_ms").iter_rows()}
+    fastest: dict[tuple[str, str], float] = {}
+    sharing: dict[tuple[str, str], int] = {}
+    per_rank: dict[str, dict[int, list[float]]] = {}
+    for (rank, optype, work), own in sorted(pace.items()):
+        fastest[(optype, work)] = min(fastest.get((optype, work), own), own)
+        sharing[(optype, work)] = sharing.get((optype, work), 0) + 1
+        per_rank.setdefault(optype, {}).setdefault(rank, []).append(own)
+    # The median of the other ranks' paces: one per rank, its mean over works.
+    means = {
+        optype: RankValues([sum(v) / len(v) for v in ranks.values()], list(ranks))
+        for optype, ranks in per_rank.items()
+    }
     rows = []
     for (rank, optype, work), own in pace.items():
-        peers = [m for (r, o, w), m in pace.items() if o == optype and w == work and r != rank]
-        others = [m for (r, o, _), m in pace.items() if o == optype and r != rank]
+        peers = sharing[(optype, work)] - 1
+        others, middle = means[optype].without(rank)
         if peers:
-            rows.append((rank, optype, work, min(own, *peers), own, len(peers), "fastest peer"))
+            rows.append((rank, optype, work, fastest[(optype, work)], own, peers, "fastest peer"))
         elif others:
-            # The median of the other ranks' paces: one per rank, its mean over works.
-            per_rank: dict[int, list[float]] = {}
-            for (r, o, _), m in sorted(pace.items()):
-                if o == optype and r != rank:
-                    per_rank.setdefault(r, []).append(m)
-            ideal = expected_cost([(sum(v) / len(v), 1.0) for v in per_rank.values()])
+            ideal = expected_cost([(value, 1.0) for value in middle.tolist()])
             rows.append((rank, optype, work, min(own, ideal), own, 0, "other ranks"))
         else:
             rows.append((rank, optype, work, own, own, 0, "own steps"))

@@ -46,7 +46,18 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tracekit.analysis.ideal import expected_cost
+from tracekit.analysis.ideal import RankValues, expected_cost
+
+
+def _buckets(ranks: list[int], values: list[float], keys: list) -> dict:
+    """Per key: the values of the rows holding it, by rank (``RankValues``)."""
+    rows: dict = {}
+    for rank, value, key in zip(ranks, values, keys):
+        rows.setdefault(key, ([], []))
+        rows[key][0].append(value)
+        rows[key][1].append(rank)
+    return {key: RankValues(held, holders) for key, (held, holders) in rows.items()}
+
 
 REFERENCE_KINDS = ("peers", "expected", "history")
 """The references, most trusted first."""
@@ -88,32 +99,55 @@ def references(
     }
     own_history = _history(history) if history is not None and by == ["step"] else {}
     rows: list[dict] = []
-    for key, group in medians.group_by("kind", *by, maintain_order=True):
-        ranks = group["rank"].to_list()
-        stages = group["stage"].to_list()
-        roles = group["work"].to_list()
-        values = group["median_ms"].to_list()
+    for _, group in medians.group_by("kind", *by, maintain_order=True):
+        columns = {
+            name: group[name].to_list() for name in ("kind", *by, "rank", "stage", "work", "median_ms")
+        }
+        ranks, stages, roles, values = (
+            columns["rank"],
+            columns["stage"],
+            columns["work"],
+            columns["median_ms"],
+        )
+        # Per stage, per (role, work shape), and over the group: values by rank, so that a row's
+        # peers (its bucket without its own rank) take one lookup, not a scan of every other rank.
+        by_stage = _buckets(ranks, values, stages)
+        by_role = _buckets(ranks, values, [(role, shape.get(stage)) for role, stage in zip(roles, stages)])
+        costed = all(stage in work and work[stage] > 0 for stage in stages)
+        rates = (
+            RankValues([value / work[stage] for value, stage in zip(values, stages)], ranks)
+            if costed
+            else None
+        )
+        unpriced = {rank for rank, stage in zip(ranks, stages) if not (stage in work and work[stage] > 0)}
         for index, (rank, stage, role) in enumerate(zip(ranks, stages, roles)):
-            others = [j for j in range(len(ranks)) if ranks[j] != rank]
-            replicas = [j for j in others if stages[j] == stage]
-            if not replicas:
-                replicas = [
-                    j
-                    for j in others
-                    if roles[j] == role and shape.get(stages[j]) == shape.get(stage)
-                ]
-            reference, count, reference_ms = "history", 0, None
-            if replicas:
-                reference, count = "peers", len({ranks[j] for j in replicas})
-                reference_ms = float(np.median([values[j] for j in replicas]))
-            elif stage in work and all(stages[j] in work and work[stages[j]] > 0 for j in others) and others:
-                reference, count = "expected", len({ranks[j] for j in others})
-                reference_ms = expected_cost([(values[j], work[stages[j]]) for j in others], work[stage])
-            elif own_history:
-                count, reference_ms = own_history[(rank, stage, group["kind"][index], group["step"][index])]
+            count, middle = by_stage[stage].without(rank)
+            if not count:
+                count, middle = by_role[(role, shape.get(stage))].without(rank)
+            reference, reference_ms = "history", None
+            if count:
+                reference, reference_ms = "peers", float(np.median(middle))
+            else:
+                # The expected cost needs the work of every other rank's stages (this rank's own
+                # other stages may lack it) and of this stage.
+                others, rate = 0, np.zeros(0)
+                if stage in work and costed:
+                    others, rate = rates.without(rank)  # type: ignore[union-attr]
+                elif stage in work and unpriced <= {rank}:
+                    # Only this rank holds a stage without work: its peers' rates, counted afresh.
+                    kept = [index for index, other in enumerate(ranks) if other != rank]
+                    others, rate = RankValues(
+                        [values[j] / work[stages[j]] for j in kept], [ranks[j] for j in kept]
+                    ).without(rank)
+                if others:
+                    reference, count = "expected", others
+                    reference_ms = expected_cost([(value, 1.0) for value in rate.tolist()], work[stage])
+                elif own_history:
+                    key = (rank, stage, columns["kind"][index], columns["step"][index])
+                    count, reference_ms = own_history[key]
             rows.append(
                 {
-                    **{name: group[name][index] for name in ("kind", *by)},
+                    **{name: columns[name][index] for name in ("kind", *by)},
                     "rank": rank,
                     "stage": stage,
                     "reference": reference,
