@@ -19,12 +19,13 @@ from click.testing import CliRunner
 
 from dashboards.encoding import inline
 from tracekit.cli.main import cli
+from tracekit.perrank.engine import LocalEngine
 from tracekit.present.report import report_payload
 from tracekit.present.result import to_json
 from tracekit.present.stragglers import stragglers_payload
 from tracekit.present.whatif import whatif_payload
 from tracekit.run_analysis import analyse
-from tracekit.trace.run import CACHE_DIR_NAME, load_run
+from tracekit.trace.run import CACHE_DIR_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(path.name for path in (REPO / "sample_traces").iterdir() if (path / "run.json").exists())
@@ -89,7 +90,7 @@ def test_any_number_of_worker_processes_gives_the_same_bytes(tmp_path: Path) -> 
     documents = []
     for workers in (1, 3):
         shutil.rmtree(root / CACHE_DIR_NAME, ignore_errors=True)
-        analysis = analyse(root, load=lambda path, n=workers: load_run(path, workers=n))
+        analysis = analyse(root, engine=LocalEngine(workers=workers))
         documents.append(
             to_json(report_payload(analysis))
             + to_json(whatif_payload(analysis))

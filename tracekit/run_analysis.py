@@ -27,16 +27,17 @@ import polars as pl
 from collectors.manifest import Manifest
 from tracekit.analysis.ideal import Ideal, IdealConfig, action_ops, ideal_durations
 from tracekit.analysis.pipelines import ONE_PIPELINE, PipelineGroups, PipelineLayout, resolve_groups
-from tracekit.analysis.realized import Clock, RealizedActions, RealizedSchedule, realize, realized_schedule
+from tracekit.analysis.realized import Clock, RealizedActions, RealizedSchedule, no_labels_error, realize
 from tracekit.analysis.utilization import rank_utilization, replica_utilization, step_utilization
 from tracekit.errors import TracekitError
-from tracekit.gpu.analysis import GpuAnalysis, analyse_gpu, has_gpu_events
+from tracekit.gpu.analysis import GpuAnalysis
 from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, KernelPattern
+from tracekit.perrank.engine import Engine
+from tracekit.perrank.reduce import RunReductions, reduce_directory, reduce_loaded
 from tracekit.stragglers.links import slow_links
 from tracekit.stragglers.scoring import StragglerConfig, Stragglers, score_stragglers
 from tracekit.stragglers.work import stage_work
-from tracekit.trace.labels import Role, match_labels
-from tracekit.trace.run import Run, load_run
+from tracekit.trace.run import Run
 from tracekit.whatif.attribution import WhatIf, WhatIfConfig, what_if
 from tracekit.whatif.case import ReplayCase
 from tracekit.whatif.critical import critical_paths
@@ -127,6 +128,9 @@ class RunAnalysis:
     """Per-stage work (``tracekit.stragglers.work``) that goes with ``given``; None: the manifest's."""
     given_world_size: int | None = None
     """The job's ranks when ``given`` comes without a manifest (live intervals); None: the manifest's."""
+    reductions: RunReductions | None = None
+    """Every rank's reductions as ``analyse`` computed them beside the parse; None: computed from
+    ``loaded`` on first use."""
 
     @classmethod
     def of_run(cls, run: Run, config: AnalysisConfig | None = None) -> RunAnalysis:
@@ -205,26 +209,28 @@ class RunAnalysis:
         return () if self.loaded is None else self.loaded.warnings + self._pipelines[1]
 
     @cached_property
-    def _labels_run(self) -> Run:
-        return self.run.restricted(("user_annotation",))
+    def reduced(self) -> RunReductions:
+        """Every rank's labelled actions and GPU figures (``tracekit.perrank``), put together."""
+        if self.reductions is not None:
+            return self.reductions
+        return reduce_loaded(self.run, self.config.kernel_patterns, self.config.pipelines)
 
-    @cached_property
+    @property
     def has_schedule_labels(self) -> bool:
         """True when some rank's trace labels pipeline actions (``tracekit:``, ``PP:``, ...)."""
         if self.loaded is None:
             return self.given is not None
-        labels = match_labels(self._labels_run.events.filter(pl.col("cat") == "user_annotation"))
-        return not labels.filter(pl.col("role").is_in([Role.ACTION.value, Role.PAIR.value])).is_empty()
+        return self.reduced.has_labels
 
-    @cached_property
+    @property
     def has_gpu(self) -> bool:
         """True when some rank's trace holds GPU work (kernels, copies, memsets)."""
-        return self.loaded is not None and has_gpu_events(self.loaded)
+        return self.loaded is not None and self.reduced.gpu is not None
 
     def check_analysable(self) -> None:
         """TracekitError (the one "no schedule labels" message) when the run has neither labels nor GPU events."""
         if not self.has_schedule_labels and not self.has_gpu:
-            realized_schedule(self._labels_run)  # raises the message users know
+            raise no_labels_error(self.run.root)
 
     @cached_property
     def _pipelines(self) -> tuple[PipelineGroups, tuple[str, ...]]:
@@ -241,20 +247,17 @@ class RunAnalysis:
     @cached_property
     def labelled(self) -> RealizedSchedule:
         """The labelled actions on their CPU spans; TracekitError when the run has no schedule labels."""
-        return realized_schedule(self._labels_run, self.pipelines)
+        return self.reduced.labelled(self.run.root)
 
     # --- GPU and the realized actions -----------------------------------------------------------
 
-    @cached_property
+    @property
     def gpu(self) -> GpuAnalysis | None:
         """GPU breakdown, streams, overlap and sub-chunks (``tracekit.gpu.analysis``); None without GPU events.
 
-        On a labelled run the same pass projects the actions onto the GPU work they launched.
+        On a labelled run the same per-rank pass projects the actions onto the GPU work they launched.
         """
-        if not self.has_gpu:
-            return None
-        actions = self.labelled.actions if self.has_schedule_labels else None
-        return analyse_gpu(self.run, self.config.kernel_patterns, actions)
+        return self.reduced.gpu if self.loaded is not None else None
 
     @cached_property
     def realized(self) -> RealizedActions:
@@ -372,12 +375,19 @@ def analyse(
     path: Path | str,
     config: AnalysisConfig | None = None,
     meta: Path | None = None,
-    load: Callable[[Path], Run] = load_run,
+    load: Callable[[Path], Run] | None = None,
+    engine: Engine | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_file: Callable[[Path], None] | None = None,
 ) -> RunAnalysis:
     """Open the run in ``path`` (a trace directory, or an op-table ``.parquet``) for analysis.
 
-    Traces are read now (``load``, default ``tracekit.trace.run.load_run``); every figure later, on
-    first use. ``meta`` is an op-table's job metadata. TracekitError on unreadable input.
+    Each rank's trace is read and reduced now, as a task of ``engine`` (default: one worker process
+    per core, ``tracekit.perrank.engine.LocalEngine``; a ``DaskEngine`` runs them on a cluster),
+    reusing the caches beside the traces; everything that needs every rank, later, on first use.
+    ``load`` instead loads the traces with that function (``tracekit.trace.run.load_run``) and
+    reduces them here on first use. ``on_start(n)``/``on_file(path)`` report progress over the
+    trace files. ``meta`` is an op-table's job metadata. TracekitError on unreadable input.
     """
     path = Path(path)
     config = config or AnalysisConfig()
@@ -389,4 +399,7 @@ def analyse(
                 "--pipelines is for trace directories: an op-table names each op's data-parallel rank", path
             )
         return RunAnalysis(source=path, config=config, loaded=None, meta=meta)
-    return RunAnalysis(source=path, config=config, loaded=load(path))
+    if load is not None:
+        return RunAnalysis(source=path, config=config, loaded=load(path))
+    run, reductions = reduce_directory(path, config.kernel_patterns, config.pipelines, engine, on_start, on_file)
+    return RunAnalysis(source=path, config=config, loaded=run, reductions=reductions)

@@ -44,6 +44,7 @@ from enum import Enum
 
 import polars as pl
 
+from collectors.manifest import Manifest
 from tracekit.analysis.pipelines import ONE_PIPELINE, PipelineGroups, with_replicas
 from tracekit.errors import TracekitError
 from tracekit.schedule.action import pair_body_pattern
@@ -64,6 +65,12 @@ REALIZED_SCHEMA: dict[str, pl.DataType] = {
     "source": pl.String(),
 }
 
+RANK_ACTIONS_SCHEMA: dict[str, pl.DataType] = {
+    name: dtype for name, dtype in REALIZED_SCHEMA.items() if name != "replica"
+}
+"""One rank's labelled actions (``rank_labels``): ``REALIZED_SCHEMA`` but the replica, which the
+run's pipeline groups give when the ranks are put together (``combine_labels``)."""
+
 _ACTION_KEY = ["rank", "stage", "kind", "microbatch"]
 _KIND_ORDER = {"F": 0, "B": 1, "I": 2, "W": 3}
 """Tie-break for actions that start together (an unlabelled pair's halves): forward first."""
@@ -78,24 +85,25 @@ class RealizedSchedule:
     warnings: tuple[str, ...]
 
 
-def _stage_of_single_stage_ranks(run: Run, groups: PipelineGroups) -> dict[int, int]:
-    """Rank -> its only stage, from the manifest's rank-to-stages map (its pipeline rank when there is none)."""
-    mapping = {rank: groups.pipeline_rank(rank) for rank in run.ranks}
-    for entry in run.manifest.ranks if run.manifest is not None else ():
-        if entry.stages is not None and len(entry.stages) == 1:
-            mapping[entry.rank] = entry.stages[0]
-    return mapping
+def manifest_stages(manifest: Manifest | None) -> dict[int, int]:
+    """Rank -> its only stage, for the ranks the manifest's rank-to-stages map gives one stage."""
+    return {
+        entry.rank: entry.stages[0]
+        for entry in (manifest.ranks if manifest is not None else ())
+        if entry.stages is not None and len(entry.stages) == 1
+    }
+
+
+def default_stage(manifest: Manifest | None, groups: PipelineGroups, rank: int) -> int:
+    """The stage of ``rank``'s labels that name none: the manifest's only stage, else its pipeline rank."""
+    return manifest_stages(manifest).get(rank, groups.pipeline_rank(rank))
 
 
 def _pair_halves(pairs: pl.DataFrame) -> pl.DataFrame:
     """Each overlapped-pair span as two half rows (forward, then backward) spanning the pair."""
     if pairs.is_empty():
         return pairs
-    parts = (
-        pairs["pair"]
-        .str.extract_groups(f"^{pair_body_pattern('f', 'b')}$")
-        .struct.unnest()
-    )
+    parts = pairs["pair"].str.extract_groups(f"^{pair_body_pattern('f', 'b')}$").struct.unnest()
     base = pairs.drop("stage", "kind", "microbatch")
     halves = [
         base.with_columns(
@@ -143,27 +151,37 @@ def _assign_steps(actions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([with_spans, by_occurrence])
 
 
-def realized_schedule(run: Run, groups: PipelineGroups = ONE_PIPELINE) -> RealizedSchedule:
-    """Reconstruct every rank's executed actions from the run's labels; TracekitError when there are none.
+@dataclass(frozen=True)
+class RankLabels:
+    """One rank's labelled actions (``rank_labels``), before ``combine_labels`` puts the run's together."""
 
-    ``groups`` gives each rank its replica (and, for labels without a stage, its stage).
+    rank: int
+    actions: pl.DataFrame
+    """This rank's rows in ``RANK_ACTIONS_SCHEMA``, CPU label spans, ordered as the run's frame orders them."""
+    outside: int
+    """Labelled actions of this rank outside every step span (left out)."""
+    labelled: bool
+    """True when the rank's trace labels actions or overlapped pairs at all."""
+    stage: int
+    """The stage given to its labels that name none."""
+    stage_given: bool
+    """True when some label named no stage, so that ``stage`` shaped ``actions``."""
+
+
+def rank_labels(annotations: pl.DataFrame, rank: int, stage: int) -> RankLabels:
+    """One rank's executed actions from its ``user_annotation`` event rows; ``stage``: its stage when labels omit it.
+
+    Everything here is within the rank, so each rank's labels are read where its trace is (in a
+    worker process, or a worker of a cluster) and only this small result travels.
     """
-    labels = match_labels(run.events.filter(pl.col("cat") == "user_annotation")).with_columns(
+    labels = match_labels(annotations.filter(pl.col("cat") == "user_annotation")).with_columns(
         (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns")
     )
-    warnings: list[str] = []
     actions = labels.filter(pl.col("role") == Role.ACTION.value)
     pairs = labels.filter(pl.col("role") == Role.PAIR.value)
-    if actions.is_empty() and pairs.is_empty():
-        raise TracekitError(
-            "no schedule labels (tracekit:…, PP:…, Forward i/Backward i) in any rank's trace: capture "
-            "with `tracekit record`, or label actions with collectors.mark",
-            run.root,
-        )
-    single_stage = _stage_of_single_stage_ranks(run, groups)
-    actions = actions.with_columns(
-        pl.col("stage").fill_null(pl.col("rank").replace_strict(single_stage, return_dtype=pl.Int32()))
-    )
+    labelled = not (actions.is_empty() and pairs.is_empty())
+    stage_given = actions["stage"].null_count() > 0
+    actions = actions.with_columns(pl.col("stage").fill_null(pl.lit(stage, pl.Int32())))
 
     # A half labelled inside its pair span keeps its own times; an unlabelled half spans the pair.
     halves = _pair_halves(pairs)
@@ -182,24 +200,71 @@ def realized_schedule(run: Run, groups: PipelineGroups = ONE_PIPELINE) -> Realiz
     actions = pl.concat([actions, unlabelled_halves.select(actions.columns)])
 
     actions = _assign_steps(actions, labels.filter(pl.col("role") == Role.STEP.value))
-    outside = actions.filter(pl.col("step").is_null())
-    if not outside.is_empty():
-        warnings.append(
-            f"{run.root}: {outside.height} labelled actions lie outside every step span and were left out "
-            f"(ranks {sorted(outside['rank'].unique().to_list())})"
-        )
+    outside = actions.filter(pl.col("step").is_null()).height
     actions = (
-        with_replicas(actions.filter(pl.col("step").is_not_null()), groups)
+        actions.filter(pl.col("step").is_not_null())
         .sort("priority", "dur_ns", descending=[True, False])
         .unique([*_ACTION_KEY, "step"], keep="first")
-        .select(list(REALIZED_SCHEMA))
-        .cast(REALIZED_SCHEMA)  # type: ignore[arg-type]
+        .select(list(RANK_ACTIONS_SCHEMA))
+        .cast(RANK_ACTIONS_SCHEMA)  # type: ignore[arg-type]
     )
-    actions = _sorted(actions)
-    unlabelled = sorted(set(run.ranks) - set(actions["rank"].unique().to_list()))
+    return RankLabels(
+        rank=rank,
+        actions=_sorted(actions),
+        outside=outside,
+        labelled=labelled,
+        stage=stage,
+        stage_given=stage_given,
+    )
+
+
+def no_labels_error(root: object) -> TracekitError:
+    """The one "no schedule labels" error users know, for the run at ``root``."""
+    return TracekitError(
+        "no schedule labels (tracekit:…, PP:…, Forward i/Backward i) in any rank's trace: capture "
+        "with `tracekit record`, or label actions with collectors.mark",
+        root,  # type: ignore[arg-type]
+    )
+
+
+def combine_labels(
+    ranks: list[RankLabels], root: object, groups: PipelineGroups = ONE_PIPELINE
+) -> RealizedSchedule:
+    """The run's realized schedule from every present rank's ``rank_labels``; TracekitError without labels.
+
+    ``groups`` gives each rank its replica.
+    """
+    if not any(rank.labelled for rank in ranks):
+        raise no_labels_error(root)
+    warnings: list[str] = []
+    outside = [rank for rank in ranks if rank.outside]
+    if outside:
+        warnings.append(
+            f"{root}: {sum(rank.outside for rank in outside)} labelled actions lie outside every step span and "
+            f"were left out (ranks {sorted(rank.rank for rank in outside)})"
+        )
+    ordered = sorted(ranks, key=lambda rank: rank.rank)
+    actions = with_replicas(pl.concat([rank.actions for rank in ordered]), groups).select(list(REALIZED_SCHEMA))
+    unlabelled = sorted(rank.rank for rank in ranks if rank.actions.is_empty())
     if unlabelled:
-        warnings.append(f"{run.root}: ranks {unlabelled} have no schedule labels: their actions are unknown")
+        warnings.append(f"{root}: ranks {unlabelled} have no schedule labels: their actions are unknown")
     return RealizedSchedule(actions=actions, warnings=tuple(warnings))
+
+
+def realized_schedule(run: Run, groups: PipelineGroups = ONE_PIPELINE) -> RealizedSchedule:
+    """Reconstruct every rank's executed actions from the run's labels; TracekitError when there are none.
+
+    ``groups`` gives each rank its replica (and, for labels without a stage, its stage).
+    """
+    ranks = [
+        rank_labels(
+            run.rank_events(rank).filter(pl.col("cat") == "user_annotation").collect(),
+            rank,
+            default_stage(run.manifest, groups, rank),
+        )
+        for rank in run.ranks
+    ]
+    return combine_labels(ranks, run.root, groups)
 
 
 class Clock(str, Enum):

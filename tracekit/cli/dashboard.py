@@ -7,10 +7,11 @@ from pathlib import Path
 import click
 
 from tracekit.analysis.pipelines import PipelineLayout
-from tracekit.cli.options import format_option, pipelines_option
+from tracekit.cli.options import format_option, pipelines_option, scheduler_option
 from tracekit.cli.output import Format, Result, Table, emit
-from tracekit.cli.progress import load_run_with_progress
-from tracekit.run_analysis import AnalysisConfig, analyse
+from tracekit.cli.progress import analyse_with_progress
+from tracekit.perrank.engine import Engine
+from tracekit.run_analysis import AnalysisConfig
 from tracekit.stragglers.scoring import StragglerConfig
 
 
@@ -48,6 +49,7 @@ from tracekit.stragglers.scoring import StragglerConfig
 )
 @pipelines_option
 @format_option
+@scheduler_option
 def command(
     trace_dir: Path,
     out: Path,
@@ -58,6 +60,7 @@ def command(
     threshold: float,
     pipelines: PipelineLayout | None,
     fmt: Format,
+    engine: Engine | None,
 ) -> None:
     """Realized schedule beside its ideal, utilization, overlap, stragglers and schedule comparison."""
     # Imported here: altair and vl-convert cost half a second that no other command should pay.
@@ -69,7 +72,7 @@ def command(
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--threshold") from None
     config = DashboardConfig(step=step, all_steps=all_steps)
-    analysis = analyse(trace_dir, analysis_config, load=load_run_with_progress)
+    analysis = analyse_with_progress(trace_dir, analysis_config, engine=engine)
     written = write_dashboard(analysis, out, config, png_dir, svg_dir)
     table = Table(
         title=f"{trace_dir}: dashboard written",

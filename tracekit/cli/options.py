@@ -9,6 +9,7 @@ import click
 from tracekit.analysis.pipelines import LAYOUT_HELP, PipelineLayout
 from tracekit.cli.output import Format
 from tracekit.errors import TracekitError
+from tracekit.perrank.engine import DaskEngine
 
 format_option = click.option(
     "--format",
@@ -53,6 +54,16 @@ pipelines_option = click.option(
     default=None,
     callback=_layout,
     help=LAYOUT_HELP,
+)
+
+scheduler_option = click.option(
+    "--scheduler",
+    "engine",
+    metavar="ADDRESS",
+    default=None,
+    callback=lambda _ctx, _param, value: None if value is None else DaskEngine(value),
+    help="Run the per-rank parse and reductions on this Dask scheduler's workers (e.g. tcp://HOST:8786), "
+    "which must read the traces at the same path; default: worker processes on this machine (docs/scale.md).",
 )
 
 COST_HELP = "cost of one micro-batch through one rank's share of the model (a stage of a v-chunk schedule costs it / v)"

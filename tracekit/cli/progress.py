@@ -9,11 +9,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tracekit.trace.run import Run, load_run
+from tracekit.perrank.engine import Engine
+from tracekit.run_analysis import AnalysisConfig, RunAnalysis, analyse
 
 
-def load_run_with_progress(root: Path) -> Run:
-    """``load_run`` with a transient bar (drawn only on a terminal) counting ranks ingested."""
+def analyse_with_progress(
+    source: Path, config: AnalysisConfig, meta: Path | None = None, engine: Engine | None = None
+) -> RunAnalysis:
+    """``tracekit.analyse`` with a transient bar (drawn only on a terminal) counting ranks read and reduced."""
     console = Console(stderr=True)
     progress = Progress(
         TextColumn("reading traces"),
@@ -26,8 +29,11 @@ def load_run_with_progress(root: Path) -> Run:
     )
     with progress:
         task = progress.add_task("ingest", total=None)
-        return load_run(
-            root,
+        return analyse(
+            source,
+            config,
+            meta=meta,
+            engine=engine,
             on_start=lambda total: progress.update(task, total=total),
             on_file=lambda _path: progress.advance(task),
         )

@@ -7,13 +7,14 @@ from pathlib import Path
 import click
 
 from tracekit.analysis.pipelines import PipelineLayout
-from tracekit.cli.options import format_option, out_option, pipelines_option
+from tracekit.cli.options import format_option, out_option, pipelines_option, scheduler_option
 from tracekit.cli.output import Format, emit
-from tracekit.cli.progress import load_run_with_progress
+from tracekit.cli.progress import analyse_with_progress
 from tracekit.gpu.hta_compat import HTA_VERSION, hta_breakdown
 from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, load_patterns
+from tracekit.perrank.engine import Engine
 from tracekit.present.report import hta_result, report_result
-from tracekit.run_analysis import AnalysisConfig, analyse
+from tracekit.run_analysis import AnalysisConfig
 
 
 @click.command("report")
@@ -33,6 +34,7 @@ from tracekit.run_analysis import AnalysisConfig, analyse
 @pipelines_option
 @format_option
 @out_option
+@scheduler_option
 def command(
     trace_dir: Path,
     hta_compatible: bool,
@@ -40,11 +42,12 @@ def command(
     pipelines: PipelineLayout | None,
     fmt: Format,
     out_dir: Path | None,
+    engine: Engine | None,
 ) -> None:
     """Per-rank bubbles, GPU busy/idle and communication overlap of the run in TRACE_DIR."""
     patterns = load_patterns(kernel_classes) if kernel_classes is not None else KERNEL_PATTERNS
     config = AnalysisConfig(kernel_patterns=patterns, pipelines=pipelines)
-    analysis = analyse(trace_dir, config, load=load_run_with_progress)
+    analysis = analyse_with_progress(trace_dir, config, engine=engine)
     if hta_compatible:
         emit(hta_result(analysis, hta_breakdown(analysis.run), str(trace_dir)), fmt, out_dir)
         return

@@ -7,11 +7,12 @@ from pathlib import Path
 import click
 
 from tracekit.analysis.pipelines import PipelineLayout
-from tracekit.cli.options import format_option, meta_option, out_option, pipelines_option
+from tracekit.cli.options import format_option, meta_option, out_option, pipelines_option, scheduler_option
 from tracekit.cli.output import Format, emit
-from tracekit.cli.progress import load_run_with_progress
+from tracekit.cli.progress import analyse_with_progress
+from tracekit.perrank.engine import Engine
 from tracekit.present.stragglers import stragglers_result
-from tracekit.run_analysis import AnalysisConfig, analyse
+from tracekit.run_analysis import AnalysisConfig
 from tracekit.stragglers.scoring import StragglerConfig
 
 
@@ -28,6 +29,7 @@ from tracekit.stragglers.scoring import StragglerConfig
 @pipelines_option
 @format_option
 @out_option
+@scheduler_option
 def command(
     source: Path,
     meta: Path | None,
@@ -35,11 +37,12 @@ def command(
     pipelines: PipelineLayout | None,
     fmt: Format,
     out_dir: Path | None,
+    engine: Engine | None,
 ) -> None:
     """Ranks whose compute is slower than their peers' or their expected cost in SOURCE, most costly first."""
     try:
         config = AnalysisConfig(stragglers=StragglerConfig(threshold=threshold), pipelines=pipelines)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--threshold") from None
-    analysis = analyse(source, config, meta=meta, load=load_run_with_progress)
+    analysis = analyse_with_progress(source, config, meta=meta, engine=engine)
     emit(stragglers_result(analysis, str(source)), fmt, out_dir)

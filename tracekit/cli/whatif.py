@@ -8,11 +8,12 @@ import click
 
 from tracekit.analysis.ideal import IdealConfig
 from tracekit.analysis.pipelines import PipelineLayout
-from tracekit.cli.options import format_option, meta_option, out_option, pipelines_option
+from tracekit.cli.options import format_option, meta_option, out_option, pipelines_option, scheduler_option
 from tracekit.cli.output import Format, emit
-from tracekit.cli.progress import load_run_with_progress
+from tracekit.cli.progress import analyse_with_progress
+from tracekit.perrank.engine import Engine
 from tracekit.present.whatif import whatif_result
-from tracekit.run_analysis import AnalysisConfig, analyse
+from tracekit.run_analysis import AnalysisConfig
 
 
 @click.command("whatif")
@@ -29,6 +30,7 @@ from tracekit.run_analysis import AnalysisConfig, analyse
 @pipelines_option
 @format_option
 @out_option
+@scheduler_option
 def command(
     source: Path,
     meta: Path | None,
@@ -36,8 +38,9 @@ def command(
     pipelines: PipelineLayout | None,
     fmt: Format,
     out_dir: Path | None,
+    engine: Engine | None,
 ) -> None:
     """Replay SOURCE with ideal durations: slowdown S and its attribution (OSDI'25 what-if)."""
     config = AnalysisConfig(ideal=IdealConfig(method=ideal_method), pipelines=pipelines)  # type: ignore[arg-type]
-    analysis = analyse(source, config, meta=meta, load=load_run_with_progress)
+    analysis = analyse_with_progress(source, config, meta=meta, engine=engine)
     emit(whatif_result(analysis, str(source)), fmt, out_dir)

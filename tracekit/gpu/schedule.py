@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from tracekit.analysis.realized import REALIZED_SCHEMA
+from tracekit.analysis.realized import RANK_ACTIONS_SCHEMA, REALIZED_SCHEMA
 from tracekit.gpu.timeline import project_spans
 from tracekit.trace.labels import Role, match_labels
 
@@ -78,22 +78,28 @@ def subchunk_schedule(events: pl.DataFrame, activities: pl.DataFrame) -> GpuSche
     return GpuSchedule(frame=frame, warnings=warnings)
 
 
-ACTION_PROJECTION_SCHEMA: dict[str, pl.DataType] = {
-    **REALIZED_SCHEMA,
+PROJECTION_COLUMNS: dict[str, pl.DataType] = {
     "gpu_start_ns": pl.Int64(),
     "gpu_end_ns": pl.Int64(),
     "kernels": pl.UInt32(),
 }
+"""What ``project_actions`` adds to the actions it is given."""
+
+ACTION_PROJECTION_SCHEMA: dict[str, pl.DataType] = {**REALIZED_SCHEMA, **PROJECTION_COLUMNS}
 """Realized actions (CPU label spans) with the GPU extent of the work launched inside each: first
 start and last end, ns, and how many activities; GPU columns null and ``kernels`` 0 for an action
 that launched nothing."""
 
+RANK_PROJECTION_SCHEMA: dict[str, pl.DataType] = {**RANK_ACTIONS_SCHEMA, **PROJECTION_COLUMNS}
+"""One rank's projection, before its replica is known (``tracekit.analysis.realized.RANK_ACTIONS_SCHEMA``)."""
+
 
 def project_actions(actions: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame:
-    """Realized actions (``REALIZED_SCHEMA``) with the GPU extent of their work (``ACTION_PROJECTION_SCHEMA``).
+    """Actions (``REALIZED_SCHEMA``, or one rank's ``RANK_ACTIONS_SCHEMA``) with the GPU extent of their work.
 
-    Which clock the run's actions then use is ``tracekit.analysis.realized``'s choice, not this one's.
+    The result has the given columns then ``PROJECTION_COLUMNS`` (``ACTION_PROJECTION_SCHEMA`` for
+    realized actions). Which clock the run's actions then use is ``tracekit.analysis.realized``'s
+    choice, not this one's.
     """
-    return (
-        _project(actions, activities).select(list(ACTION_PROJECTION_SCHEMA)).cast(ACTION_PROJECTION_SCHEMA)  # type: ignore[arg-type]
-    )
+    schema = {**actions.schema, **PROJECTION_COLUMNS}
+    return _project(actions, activities).select(list(schema)).cast(schema)  # type: ignore[arg-type]

@@ -5,7 +5,9 @@ world size, no rank missing without saying so), parses the ranks in parallel wor
 caches each rank's event table as Parquet beside the traces (``.tracekit-cache/``), reused while
 the trace file is unchanged. A cached load reads the cache in this process and starts no worker.
 ``Run.events`` reads every rank's table on first use; ``Run.rank_events`` scans one rank lazily,
-which is what analyses that must stay within one rank's memory use.
+which is what analyses that must stay within one rank's memory use. ``tracekit.perrank`` runs the
+same steps (``ingest_one`` in a task per rank, with that rank's reductions beside it, then
+``assemble_run``), which is how ``tracekit.analyse`` opens a directory.
 
 Not for: interpreting the events (``tracekit.analysis``).
 """
@@ -27,10 +29,10 @@ from typing import TypeVar
 import orjson
 import polars as pl
 
-from collectors.manifest import MANIFEST_NAME, SIDECAR, Manifest, SchemaError, parse_manifest
+from collectors.manifest import MANIFEST_NAME, SIDECAR, Manifest, RankMeta, SchemaError, parse_manifest
 from tracekit.errors import TracekitError
 from tracekit.trace.kineto import TraceInfo, read_trace
-from tracekit.trace.provenance import check_one_capture, cut_points, cut_warning, read_sidecars
+from tracekit.trace.provenance import Cut, check_one_capture, cut_points, cut_warning, read_sidecars
 from tracekit.trace.schema import EVENT_SCHEMA, EVENT_SCHEMA_VERSION, empty_events, validate_events
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
@@ -142,7 +144,7 @@ def read_manifest(root: Path) -> Manifest | None:
         raise TracekitError(f"malformed manifest: {error}", path) from None
 
 
-def _cache_dir(root: Path) -> Path:
+def cache_dir_of(root: Path) -> Path:
     """The cache beside the traces, or a per-directory one under the temp dir when that is read-only.
 
     A directory without write permission bits counts as read-only even for root, who could write
@@ -172,18 +174,21 @@ def _cache_paths(path: Path, cache_dir: Path) -> tuple[Path, Path]:
     return cache_dir / f"{key}.parquet", cache_dir / f"{key}.info.json"
 
 
-def _cached(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo] | None:
-    """The fresh cached table and facts of ``path``, or None when it must be parsed."""
+def cached_table(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo] | None:
+    """The fresh cached table and facts of ``path``, or None when it must be parsed (absent or unreadable facts)."""
     table_path, info_path = _cache_paths(path, cache_dir)
     if not (table_path.exists() and info_path.exists()):
         return None
-    fields = orjson.loads(info_path.read_bytes())
-    return table_path, TraceInfo(**{**fields, "path": path, "warnings": tuple(fields["warnings"])})
+    try:
+        fields = orjson.loads(info_path.read_bytes())
+        return table_path, TraceInfo(**{**fields, "path": path, "warnings": tuple(fields["warnings"])})
+    except (OSError, ValueError, TypeError, KeyError):  # a damaged facts file is parsed again, never trusted
+        return None
 
 
-def _ingest(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo]:
+def ingest_one(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo]:
     """Parse one trace into a cached Parquet file unless a fresh one exists; runs in a worker process."""
-    cached = _cached(path, cache_dir)
+    cached = cached_table(path, cache_dir)
     if cached is not None:
         return cached
     table_path, info_path = _cache_paths(path, cache_dir)
@@ -214,7 +219,7 @@ def ingest(
     """
     done: dict[Path, tuple[Path, TraceInfo]] = {}
     for path in files:
-        cached = _cached(path, cache_dir)
+        cached = cached_table(path, cache_dir)
         if cached is not None:
             done[path] = cached
             if on_done:
@@ -223,13 +228,13 @@ def ingest(
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     if workers == 1:
         for path in todo:
-            done[path] = _ingest(path, cache_dir)
+            done[path] = ingest_one(path, cache_dir)
             if on_done:
                 on_done(path)
         return [done[path] for path in files]
     # spawn, not fork: forking a process whose polars thread pool is running can deadlock the child.
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_ingest, path, cache_dir): path for path in todo}
+        futures = {pool.submit(ingest_one, path, cache_dir): path for path in todo}
         for future in as_completed(futures):
             done[futures[future]] = future.result()
             if on_done:
@@ -272,17 +277,36 @@ def load_run(
     manifest = read_manifest(root)
     if on_start:
         on_start(len(files))
-    results = ingest(files, _cache_dir(root), workers, on_file)
-    infos = [info for _, info in results]
+    results = ingest(files, cache_dir_of(root), workers, on_file)
     metas = read_sidecars(files)
+    for table, info in results:
+        check_table(table, info)
+    cuts = cut_points(metas, {path: table for path, (table, _) in zip(files, results)})
+    return assemble_run(root, files, manifest, results, metas, cuts)
+
+
+def check_table(table: Path, info: TraceInfo) -> None:
+    """TracekitError naming the trace when its cached event table is not in the event schema."""
+    validate_events(pl.DataFrame(schema=pl.read_parquet_schema(table)), str(info.path))
+
+
+def assemble_run(
+    root: Path,
+    files: list[Path],
+    manifest: Manifest | None,
+    results: list[tuple[Path, TraceInfo]],
+    metas: dict[Path, RankMeta],
+    cuts: dict[Path, Cut],
+) -> Run:
+    """The ``Run`` of ingested ``files`` (``results`` in the same order); TracekitError when they are not one run.
+
+    Reads no event table: ``cuts`` come from the caller (``cut_points``), so the tables may live
+    where only the workers that wrote them can read them.
+    """
+    infos = [info for _, info in results]
     check_one_capture(metas, manifest, root)
     world_size = _check_one_run(infos, manifest, root)
-    cuts = cut_points(metas, {path: table for path, (table, _) in zip(files, results)})
-
     order = sorted(range(len(results)), key=lambda index: infos[index].rank)
-    for index in order:
-        schema = pl.read_parquet_schema(results[index][0])
-        validate_events(pl.DataFrame(schema=schema), str(infos[index].path))
     present = {info.rank for info in infos}
     missing = tuple(rank for rank in range(world_size) if rank not in present)
     warnings = [warning for info in infos for warning in info.warnings]

@@ -1,0 +1,186 @@
+"""Where per-rank tasks run: worker processes on this machine, or the workers of a Dask cluster.
+
+An engine opens a ``concurrent.futures.Executor`` for a batch of tasks (or none: run them here) and
+says whether this process may read the caches itself. ``LocalEngine`` uses one spawned process per
+core (spawn, not fork: forking a process whose polars thread pool runs can deadlock the child),
+and none at all when one worker or one task would do. ``DaskEngine`` connects to a Dask
+``distributed`` scheduler and uses ``Client.get_executor()``, the same interface, so the tasks are
+the same functions either way; its workers must read the traces at the same path (shared storage),
+and this process then reads no trace or cache file itself.
+
+Not for: what the tasks compute (``tracekit.perrank.tasks``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import socket
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from tracekit.errors import TracekitError
+
+Job = TypeVar("Job")
+Result = TypeVar("Result")
+
+DASK_CONNECT_TIMEOUT_S = 5.0
+"""How long to wait for a Dask scheduler before saying it cannot be reached."""
+
+
+class Engine(Protocol):
+    """Runs batches of per-rank tasks."""
+
+    @property
+    def reads_here(self) -> bool:
+        """True when this process may read cached results itself instead of asking a worker."""
+        ...
+
+    def executor(self, tasks: int) -> AbstractContextManager[Executor | None]:
+        """An executor for ``tasks`` tasks, closed on exit; None runs them in this process."""
+        ...
+
+
+@dataclass(frozen=True)
+class LocalEngine:
+    """Worker processes on this machine, one per core unless ``workers`` says otherwise."""
+
+    workers: int | None = None
+    """Most worker processes; None: one per core. 1 runs every task in this process."""
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise TracekitError(f"workers must be at least 1, got {self.workers}")
+
+    @property
+    def reads_here(self) -> bool:
+        """This machine holds the caches: a cached result is read here, no worker started."""
+        return True
+
+    @contextmanager
+    def executor(self, tasks: int) -> Iterator[Executor | None]:
+        """A spawned process pool sized to the tasks, or None when one process is enough."""
+        workers = max(1, min(self.workers or os.cpu_count() or 1, tasks))
+        if workers == 1:
+            yield None
+            return
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+        ) as pool:
+            yield pool
+
+
+@dataclass(frozen=True)
+class DaskEngine:
+    """The workers of a running Dask ``distributed`` cluster, reached through its scheduler."""
+
+    address: str
+    """The scheduler, e.g. ``tcp://head-node:8786``."""
+    connect_timeout_s: float = DASK_CONNECT_TIMEOUT_S
+    """How long to wait for the scheduler."""
+
+    def __post_init__(self) -> None:
+        _parts(self.address)
+        if self.connect_timeout_s <= 0:
+            raise TracekitError(f"connect timeout must be positive, got {self.connect_timeout_s}")
+
+    @property
+    def reads_here(self) -> bool:
+        """The workers hold the caches: every read is a task."""
+        return False
+
+    @contextmanager
+    def executor(self, tasks: int) -> Iterator[Executor | None]:
+        """``Client.get_executor()`` of a client connected to the scheduler; TracekitError when it cannot be reached."""
+        try:
+            from distributed import Client
+        except ImportError:
+            raise TracekitError(
+                "running on a Dask cluster needs dask distributed: pip install 'tracekit[distributed]'"
+            ) from None
+        _probe(self.address, self.connect_timeout_s)
+        try:
+            client = Client(self.address, timeout=self.connect_timeout_s, set_as_default=False)
+        except Exception as error:  # noqa: BLE001 - the scheduler answered the probe, then failed the client's start
+            raise TracekitError(f"cannot use the Dask scheduler ({_reason(error)})", self.address) from None
+        try:
+            yield client.get_executor(pure=False)  # each task runs once; its arguments need no hashing
+        finally:
+            client.close()
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).splitlines()[0] if str(error) else ""
+    return text or type(error).__name__
+
+
+def _parts(address: str) -> tuple[str, str, int]:
+    """(protocol, host, port) of a scheduler address; TracekitError when it is not one."""
+    scheme, _, location = address.partition("://")
+    host, _, port = location.rpartition(":")
+    if not scheme or not host or not port.isdigit():
+        raise TracekitError(
+            "not a scheduler address: expected PROTOCOL://HOST:PORT, e.g. tcp://head-node:8786", address
+        )
+    return scheme, host, int(port)
+
+
+def _probe(address: str, timeout_s: float) -> None:
+    """TracekitError unless ``address`` is a Dask scheduler that answers within ``timeout_s``.
+
+    A plain socket first, so that a refused port fails at once; then Dask's own handshake. Both
+    before any ``Client`` exists: a client whose start failed waits out further timeouts when it
+    is collected, and prints from there.
+    """
+    from distributed.comm import connect
+
+    scheme, host, port = _parts(address)
+    if scheme in ("tcp", "tls"):
+        try:
+            socket.create_connection((host.strip("[]"), port), timeout=timeout_s).close()
+        except OSError as error:
+            reason = error.strerror or _reason(error)
+            raise TracekitError(
+                f"cannot reach the Dask scheduler within {timeout_s:g} s ({reason})", address
+            ) from None
+
+    async def handshake() -> None:
+        comm = await connect(address, timeout=timeout_s)
+        await comm.close()
+
+    try:
+        # In a thread of its own: the caller may already run an event loop (a notebook).
+        with ThreadPoolExecutor(max_workers=1) as thread:
+            thread.submit(asyncio.run, asyncio.wait_for(handshake(), timeout_s * 2)).result()
+    except Exception as error:  # noqa: BLE001 - anything but a Dask scheduler's answer: one line, no traceback
+        raise TracekitError(f"no Dask scheduler answers there ({_reason(error)})", address) from None
+
+
+def run_tasks(
+    executor: Executor | None,
+    task: Callable[[Job], Result],
+    jobs: Sequence[Job],
+    on_done: Callable[[Job], None] | None = None,
+) -> list[Result]:
+    """``task(job)`` for every job, on ``executor`` (here when None); results in ``jobs`` order.
+
+    The first task to fail raises its error here (a TracekitError naming its file stays one).
+    """
+    if executor is None:
+        results = []
+        for job in jobs:
+            results.append(task(job))
+            if on_done:
+                on_done(job)
+        return results
+    futures = {executor.submit(task, job): index for index, job in enumerate(jobs)}
+    done: dict[int, Result] = {}
+    for future in as_completed(futures):
+        done[futures[future]] = future.result()
+        if on_done:
+            on_done(jobs[futures[future]])
+    return [done[index] for index in range(len(jobs))]
