@@ -180,6 +180,9 @@ def rank_labels(annotations: pl.DataFrame, rank: int, stage: int) -> RankLabels:
     actions = labels.filter(pl.col("role") == Role.ACTION.value)
     pairs = labels.filter(pl.col("role") == Role.PAIR.value)
     labelled = not (actions.is_empty() and pairs.is_empty())
+    if not labelled:  # most GPU-only ranks: nothing to place, so none of the joins below
+        empty = pl.DataFrame(schema=RANK_ACTIONS_SCHEMA)
+        return RankLabels(rank=rank, actions=empty, outside=0, labelled=False, stage=stage, stage_given=False)
     stage_given = actions["stage"].null_count() > 0
     actions = actions.with_columns(pl.col("stage").fill_null(pl.lit(stage, pl.Int32())))
 
@@ -244,7 +247,9 @@ def combine_labels(
             f"were left out (ranks {sorted(rank.rank for rank in outside)})"
         )
     ordered = sorted(ranks, key=lambda rank: rank.rank)
-    actions = with_replicas(pl.concat([rank.actions for rank in ordered]), groups).select(list(REALIZED_SCHEMA))
+    actions = with_replicas(pl.concat([rank.actions for rank in ordered]), groups).select(
+        list(REALIZED_SCHEMA)
+    )
     unlabelled = sorted(rank.rank for rank in ranks if rank.actions.is_empty())
     if unlabelled:
         warnings.append(f"{root}: ranks {unlabelled} have no schedule labels: their actions are unknown")

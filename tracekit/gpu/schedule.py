@@ -102,4 +102,6 @@ def project_actions(actions: pl.DataFrame, activities: pl.DataFrame) -> pl.DataF
     choice, not this one's.
     """
     schema = {**actions.schema, **PROJECTION_COLUMNS}
+    if actions.is_empty():  # a rank without labelled actions: nothing to project
+        return pl.DataFrame(schema=schema)
     return _project(actions, activities).select(list(schema)).cast(schema)  # type: ignore[arg-type]
