@@ -8,9 +8,16 @@ correlation, ``External id`` and flow ids are offset so they stay unique, and it
 r mod (number of sources) and is re-numbered r in ``distributedInfo``. Nothing is random: the
 events are the real ones, only shifted. Files are plain JSON, as torch.profiler writes them.
 
+With ``--replicas N`` it instead copies a pipeline capture (``tracekit record``'s output, default
+the bundled ``sample_traces/1f1b``) as N data-parallel replicas: rank ``replica * P + r`` is
+source rank r's trace, sidecar and manifest entry, renumbered, and run.json records the
+``pipeline_groups`` (one tuple of P ranks per replica), as a real data-parallel x pipeline capture
+does.
+
 Usage (writes outside the repository; never commit the output):
     python benchmarks/make_large_traces.py /tmp/tracekit-bench/single --ranks 1 --mb 50
     python benchmarks/make_large_traces.py /tmp/tracekit-bench/eight --ranks 8 --mb 50
+    python benchmarks/make_large_traces.py /tmp/tracekit-bench/dp64 --replicas 16
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import orjson
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DEFAULT_SOURCE = SHARED / "traces" / "hta-sampled-2rank"
+DEFAULT_PIPELINE = Path(__file__).resolve().parents[1] / "sample_traces" / "1f1b"
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _GAP_US = 1000
 
@@ -101,14 +109,77 @@ def write_rank(source: Path, out: Path, rank: int, world_size: int, target_bytes
     return out.stat().st_size
 
 
+def _renumbered_trace(document: dict[str, Any], rank: int, world_size: int) -> dict[str, Any]:
+    info = dict(document.get("distributedInfo") or {})
+    info.update(rank=rank, world_size=world_size)
+    if isinstance(info.get("pg_config"), list):  # the default group spans the whole job
+        info["pg_config"] = [
+            {**pg, "pg_size": world_size, "ranks": list(range(world_size))}
+            if pg.get("pg_name") == "0"
+            else pg
+            for pg in info["pg_config"]
+        ]
+    return {**document, "distributedInfo": info}
+
+
+def replicate_pipeline(source: Path, out: Path, replicas: int) -> int:
+    """Write ``replicas`` data-parallel copies of the pipeline capture in ``source`` into ``out``; returns the ranks."""
+    manifest = orjson.loads((source / "run.json").read_bytes())
+    pipeline = int(manifest["world_size"])
+    world = pipeline * replicas
+    out.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for local in range(pipeline):
+        document = _load(source / f"rank{local}.json.gz")
+        meta = orjson.loads((source / f"rank{local}.meta.json").read_bytes())
+        for replica in range(replicas):
+            rank = replica * pipeline + local
+            name = f"rank{rank}.json.gz"
+            (out / name).write_bytes(gzip.compress(orjson.dumps(_renumbered_trace(document, rank, world)), 1))
+            (out / f"rank{rank}.meta.json").write_bytes(
+                orjson.dumps(
+                    {**meta, "rank": rank, "world_size": world, "trace": name}, option=orjson.OPT_INDENT_2
+                )
+            )
+    for replica in range(replicas):
+        for entry in manifest["ranks"]:
+            rank = replica * pipeline + int(entry["rank"])
+            entries.append({**entry, "rank": rank, "trace": f"rank{rank}.json.gz"})
+    stages = manifest.get("rank_to_stages") or {}
+    replicated = {
+        **manifest,
+        "world_size": world,
+        "ranks": sorted(entries, key=lambda entry: entry["rank"]),
+        "rank_to_stages": {
+            str(replica * pipeline + int(local)): value
+            for replica in range(replicas)
+            for local, value in stages.items()
+        },
+        "pipeline_groups": [list(range(r * pipeline, (r + 1) * pipeline)) for r in range(replicas)],
+    }
+    (out / "run.json").write_bytes(orjson.dumps(replicated, option=orjson.OPT_INDENT_2))
+    return world
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--mb", type=float, default=50, help="size of each rank's JSON file, MB")
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="directory of real rank traces")
+    parser.add_argument("--source", type=Path, default=None, help="directory of real rank traces")
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=None,
+        help="copy a pipeline capture as this many data-parallel replicas",
+    )
     args = parser.parse_args()
-    sources = sorted(p for p in args.source.iterdir() if p.name.endswith((".json", ".json.gz")))
+    if args.replicas is not None:
+        world = replicate_pipeline(args.source or DEFAULT_PIPELINE, args.out_dir, args.replicas)
+        print(f"{args.out_dir}: {args.replicas} replicas, {world} ranks")
+        return
+    source = args.source or DEFAULT_SOURCE
+    sources = sorted(p for p in source.iterdir() if p.name.endswith((".json", ".json.gz")))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     total = 0
     for rank in range(args.ranks):
