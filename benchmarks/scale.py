@@ -18,6 +18,7 @@ Usage:
     python benchmarks/scale.py --full                 # 64, 256, 1,024 and 2,048 ranks
     python benchmarks/scale.py --ranks 64,128 --commands report,whatif
     python benchmarks/scale.py --full --cold report   # the first parse cold, every command cached
+    python benchmarks/scale.py --render /tmp/tracekit-scale/1f1b-2048.html   # the page in headless Chromium
 """
 
 from __future__ import annotations
@@ -133,6 +134,31 @@ def _table(results: list[Measured], sizes: list[int], commands: list[str]) -> li
     return lines
 
 
+def render_seconds(page: Path, repeat: int = 3) -> list[float]:
+    """Seconds headless Chromium takes from opening ``page`` until every chart has rendered, ``repeat`` times."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = Options()
+    options.binary_location = shutil.which("chromium")  # type: ignore[assignment]
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,900"):
+        options.add_argument(flag)
+    done = 'return [...document.querySelectorAll("div.view[data-spec]")].every((e) => e.dataset.rendered === "ok")'
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        seconds = []
+        for _ in range(repeat):
+            began = time.perf_counter()
+            driver.get(page.resolve().as_uri())
+            WebDriverWait(driver, 120, poll_frequency=0.05).until(lambda d: d.execute_script(done))
+            seconds.append(time.perf_counter() - began)
+        return seconds
+    finally:
+        driver.quit()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -147,7 +173,19 @@ def main() -> None:
         default=",".join(COMMANDS),
         help="commands also timed cold, before their cached run (each cold run parses every trace again)",
     )
+    parser.add_argument(
+        "--render", type=Path, default=None, help="only time headless Chromium rendering this dashboard page"
+    )
     args = parser.parse_args()
+    if args.render is not None:
+        seconds = render_seconds(args.render)
+        size = args.render.stat().st_size / 1e6
+        print(
+            f"{args.render} ({size:.1f} MB): rendered in "
+            + ", ".join(f"{value:.2f} s" for value in seconds)
+            + f" (load average {os.getloadavg()[0]:.1f})"
+        )
+        return
     sizes = list(FULL_RANKS if args.full else DEFAULT_RANKS)
     if args.ranks:
         sizes = [int(value) for value in args.ranks.split(",")]

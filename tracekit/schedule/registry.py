@@ -52,8 +52,8 @@ MAX_ACTIONS = 1 << 20
 """Most actions (ranks x stages per rank x micro-batches x 3 kinds) one schedule may hold: about
 seven seconds and 0.9 GiB to simulate and write as JSON; the bound keeps a typo from eating the
 machine's memory."""
-BYTES_PER_ACTION = 850
-"""Peak memory of ``tracekit simulate --format json`` per action (measured: 322 MiB for DualPipe's
+BYTES_PER_ACTION = 960
+"""Peak memory of ``tracekit simulate --format json`` per action (measured: 363 MiB for DualPipe's
 396,256 actions at P=64, M=3072, ``benchmarks/simulate_speed.py``)."""
 
 
