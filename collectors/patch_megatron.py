@@ -36,7 +36,7 @@ from typing import Any
 from collectors import capture, spans
 from collectors.files import report
 from collectors.groups import group_ranks
-from collectors.hooks import wrap_attribute
+from collectors.hooks import Guard, wrap_attribute
 from collectors.manifest import MicrobatchPath, ScheduleInfo
 
 SCHEDULE_FUNCTIONS: dict[str, str] = {
@@ -64,31 +64,6 @@ class _StepState:
 
 _running: list[_StepState] = []
 """The schedule call in progress in this process (a list, so a nested call cannot lose the outer one)."""
-
-
-class _Guard:
-    """One wrapper's safety switch: after its labelling first raises, the wrapper only calls through.
-
-    Labelling reads megatron internals (argument names, return shapes) a newer version may change;
-    such a failure is reported once and never reaches the training job.
-    """
-
-    def __init__(self, original: Callable[..., Any]) -> None:
-        self.where = getattr(original, "__qualname__", repr(original))
-        self.on = True
-
-    def attempt(self, compute: Callable[[], Any]) -> Any:
-        """``compute()``, or None once it has raised."""
-        if not self.on:
-            return None
-        try:
-            return compute()
-        except Exception as error:  # noqa: BLE001 - an unknown megatron version must not stop training
-            self.on = False
-            report(
-                f"labelling of megatron's {self.where} switched off: {error!r}; its actions are not labelled"
-            )
-            return None
 
 
 def _pipeline_group(schedules: ModuleType, kwargs: dict[str, Any]) -> Any:
@@ -157,7 +132,7 @@ def _schedule(
 
 def _forward_step(original: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(original)
-    guard = _Guard(original)
+    guard = Guard(original)
 
     def place(state: _StepState, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int] | None:
         bound = signature.bind(*args, **kwargs).arguments
@@ -220,7 +195,7 @@ def _combined_span(
 
 def _combined_forward_backward(original: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(original)
-    guard = _Guard(original)
+    guard = Guard(original)
 
     def combined_forward_backward_step(*args: Any, **kwargs: Any) -> Any:
         if not _running or not capture.watching():
