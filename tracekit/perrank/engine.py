@@ -2,8 +2,9 @@
 
 An engine opens a ``concurrent.futures.Executor`` for a batch of tasks (or none: run them here) and
 says whether this process may read the caches itself. ``LocalEngine`` uses one spawned process per
-core (spawn, not fork: forking a process whose polars thread pool runs can deadlock the child),
-and none at all when one worker or one task would do. ``DaskEngine`` connects to a Dask
+core (spawn, not fork: forking a process whose polars thread pool runs can deadlock the child;
+each started without the caller's ``__main__``, so a script needs no main guard), and none at all
+when one worker or one task would do. ``DaskEngine`` connects to a Dask
 ``distributed`` scheduler and uses ``Client.get_executor()``, the same interface, so the tasks are
 the same functions either way; its workers must read the traces at the same path (shared storage),
 and this process then reads no trace or cache file itself.
@@ -15,8 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import multiprocessing.context
 import os
 import socket
+import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager, contextmanager
@@ -68,10 +72,34 @@ class LocalEngine:
         if workers == 1:
             yield None
             return
-        with ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
-        ) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_MainlessSpawnContext()) as pool:
             yield pool
+
+
+class _MainlessSpawnProcess(multiprocessing.context.SpawnProcess):
+    """A spawned worker that does not run the parent's ``__main__`` again.
+
+    Spawn re-runs the parent's main script in every child before it works. A script that calls
+    ``tracekit.analyse`` without an ``if __name__ == "__main__":`` guard would then analyse again in
+    each worker and fail there (a process may not start workers while it starts up), and a script
+    read from standard input cannot be re-run at all. The tasks are tracekit's own functions, so a
+    worker needs nothing from the parent's main: it is started with an empty one.
+    """
+
+    @staticmethod
+    def _Popen(process_obj):  # noqa: N802 (multiprocessing's name)
+        main = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            return multiprocessing.context.SpawnProcess._Popen(process_obj)
+        finally:
+            sys.modules["__main__"] = main
+
+
+class _MainlessSpawnContext(multiprocessing.context.SpawnContext):
+    """The spawn context, its workers started without the parent's ``__main__``."""
+
+    Process = _MainlessSpawnProcess
 
 
 @dataclass(frozen=True)
