@@ -12,23 +12,18 @@ from hypothesis import strategies as st
 
 from tracekit.run_analysis import analyse
 from tracekit.stragglers.links import _median_without, exposed_latencies, slow_links
-from tracekit.whatif.pipeline import pipeline_case
+from tracekit.whatif.pipeline import pipeline_case_nodes
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 
-def _replayed_ms(ordered: pl.DataFrame, extra_ms: np.ndarray) -> float:
-    """The replay of the run rebuilt from scratch with each start moved ``extra_ms`` earlier."""
-    folded = ordered.with_columns(pl.col("start_ns") - pl.Series(np.round(extra_ms * 1e6)).cast(pl.Int64()))
-    case, _ = pipeline_case(folded.drop("row"), "links")
-    return float(case.replay_step_times(case.ops["duration_ms"].to_numpy()).mean())
-
-
 def _savings_one_by_one(actions: pl.DataFrame) -> dict[tuple[int, int], float | None]:
+    """Each link priced by a full replay of its own: the recorded run with the link's consumers cut."""
     latencies, ordered = exposed_latencies(actions)
-    extra = np.zeros(ordered.height)
-    extra[latencies["row"].to_numpy()] = latencies["latency_ms"].to_numpy()
-    folded_ms = _replayed_ms(ordered, extra)
+    case, _, node = pipeline_case_nodes(ordered.drop("row"), "links")
+    gap = case.ops["gap_ms"].to_numpy()
+    occupied = np.maximum(case.ops["duration_ms"].to_numpy() + gap, 0.0)
+    recorded_ms = float(case.replay_step_times(occupied).mean())
     out: dict[tuple[int, int], float | None] = {}
     for rank_a, rank_b in latencies.select("rank_a", "rank_b").unique().sort("rank_a", "rank_b").iter_rows():
         mine = (latencies["rank_a"] == rank_a) & (latencies["rank_b"] == rank_b)
@@ -37,9 +32,11 @@ def _savings_one_by_one(actions: pl.DataFrame) -> dict[tuple[int, int], float | 
             out[(rank_a, rank_b)] = None
             continue
         latency, reference = float(own["latency_ms"].median()), float(others["latency_ms"].median())
-        restored = extra.copy()
-        restored[own["row"].to_numpy()] *= min(1.0, reference / latency) if latency > 0 else 1.0
-        out[(rank_a, rank_b)] = folded_ms - _replayed_ms(ordered, restored)
+        scale = min(1.0, reference / latency) if latency > 0 else 1.0
+        cut = np.zeros(occupied.size)
+        np.add.at(cut, node[own["row"].to_numpy()], own["latency_ms"].to_numpy() * (1.0 - scale))
+        changed = occupied - np.minimum(cut, np.maximum(gap, 0.0))
+        out[(rank_a, rank_b)] = recorded_ms - float(case.replay_step_times(changed).mean())
     return out
 
 

@@ -54,6 +54,7 @@ def _case(
             "compute": [True] * len(cells),
             "work": ["w"] * len(cells),
             "duration_ms": rng.uniform(0.5, 3.0, len(cells)),
+            "gap_ms": [0.0] * len(cells),
         },
         schema=OPS_SCHEMA,
     )

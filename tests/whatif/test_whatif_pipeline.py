@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -10,11 +12,17 @@ from hypothesis import strategies as st
 from whatif.simulated_runs import data_parallel_actions, simulated_actions
 
 from tracekit.errors import TracekitError
+from tracekit.run_analysis import analyse
 from tracekit.schedule.costs import Costs
 from tracekit.schedule.engine import simulate
 from tracekit.schedule.registry import generate
 from tracekit.whatif.attribution import what_if
 from tracekit.whatif.pipeline import cross_rank_dependencies, pipeline_case
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+SAMPLE_RUNS = (
+    "gpipe", "1f1b", "interleaved-1f1b", "zbv", "dualpipev", "dualpipev-straggler", "deepseek-dualpipe",
+)  # fmt: skip
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev", "dualpipe")
 
@@ -47,6 +55,19 @@ def test_replay_with_real_durations_reproduces_the_simulated_step(name, pp, micr
     assert warnings == ()
     assert replayed[0] == pytest.approx(max(timeline.end), abs=1e-5)
     assert case.measured_ms()[0] == pytest.approx(max(timeline.end), abs=1e-5)
+    # The simulator starts every op once it is ready: nothing waits between actions.
+    assert np.abs(case.ops["gap_ms"].to_numpy()).max() == pytest.approx(0.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", SAMPLE_RUNS)
+def test_durations_and_gaps_replay_the_recorded_steps(name: str) -> None:
+    case = analyse(SAMPLES / name).case
+    occupied = np.maximum(case.ops["duration_ms"].to_numpy() + case.ops["gap_ms"].to_numpy(), 0.0)
+
+    # Every op starts its gap after what it waits for and runs its duration: the capture again.
+    assert case.replay_step_times(occupied) == pytest.approx(case.measured_ms(), abs=1e-6)
+    # Without the gaps (transfers, host work between actions) the replay is faster than the run.
+    assert (case.replay_step_times(case.ops["duration_ms"].to_numpy()) < case.measured_ms()).all()
 
 
 @pytest.mark.parametrize(("name", "slow_rank"), [("1f1b", 1), ("1f1b", 2), ("dualpipev", 3), ("zbv", 0)])

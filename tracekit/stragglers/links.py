@@ -11,11 +11,12 @@ consumer it feeds.
 - Link: an unordered pair of ranks, both directions together. Its latency is the median exposed
   latency of its transfers; the reference is the median over every other link's transfers (one
   slow link cannot set its own reference).
-- Price: the run replayed with each consumer's exposed latency added to its duration (the replay
-  then holds compute, dependencies and the latency the transfers exposed), and again with the
-  link's latencies scaled to the reference (``reference / latency``, when above it); the saving is
-  the difference of mean step times. Every link's counterfactual replays in one batch, each only
-  over what its consumers reach (``tracekit.whatif.counterfactuals``).
+- Price: the run replayed as recorded (each op its duration plus its gap, ``tracekit.whatif.case``:
+  compute, dependencies and the latency the transfers exposed), and again with the link's
+  latencies scaled to the reference (``reference / latency``, when above it: each consumer starts
+  that much sooner after its data); the saving is the difference of mean step times. Every link's
+  counterfactual replays in one batch, each only over what its consumers reach
+  (``tracekit.whatif.counterfactuals``).
 - Flagged: latency at least ``min_excess_ms`` over the reference and ``min_ratio`` times it, the
   saving at least ``min_saving_share`` of the measured step, and slow in more than
   ``persistent_share`` of the steps (a step's median latency ``min_excess_ms`` over the reference).
@@ -127,45 +128,29 @@ def exposed_latencies(actions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame
     return latencies, ordered.drop("previous_end_ns")
 
 
-class _FoldedReplay:
-    """The run with each consumer's exposed latency folded into it, replayed under scaled latencies.
+class _LinkReplay:
+    """The run replayed as it was recorded, and again with chosen transfers' latencies cut.
 
-    Folding moves a consumer's start ``latency`` earlier, never before the end of its rank's previous
-    action (the latency is measured from there), so every rank keeps its order of actions and every
-    scaling of the latencies has the same dependency graph: only the folded nodes' durations change,
-    and each link's counterfactual replays only the components its consumers reach.
+    Every op occupies its duration plus its gap (``tracekit.whatif.case``: how long after what it
+    waits for it started), so the base replay reruns the recorded steps; a consumer's exposed
+    latency is part of its gap. A cut shortens only the consumers' nodes, so each link's
+    counterfactual replays only the components its consumers reach.
     """
 
-    def __init__(self, ordered: pl.DataFrame, extra_ms: np.ndarray) -> None:
-        self.extra_ms = extra_ms
-        self.start_ns = ordered["start_ns"].to_numpy()
-        folded = self.start_ns - _ns(extra_ms)
-        case, _, self.node = pipeline_case_nodes(
-            ordered.drop("row").with_columns(pl.Series("start_ns", folded)), "links"
-        )
-        self.folded_ns = folded.copy()
-        by_node = np.argsort(self.node, kind="stable")
-        first = np.flatnonzero(np.diff(self.node[by_node], prepend=-1))
-        self.first_row = by_node[first]
-        # An overlapped F&B pair is one node of two rows; other nodes have one (second: themselves).
-        self.second_row = self.first_row.copy()
-        pairs = np.flatnonzero(np.diff(np.append(first, by_node.size)) == 2)
-        self.second_row[pairs] = by_node[first[pairs] + 1]
-        self.end_ns = np.maximum(
-            ordered["end_ns"].to_numpy()[self.first_row], ordered["end_ns"].to_numpy()[self.second_row]
-        )
-        self.replays = Counterfactuals(case, case.ops["duration_ms"].to_numpy())
-        self.folded_ms = float(self.replays.base_steps.mean())
+    def __init__(self, ordered: pl.DataFrame) -> None:
+        case, _, self.node = pipeline_case_nodes(ordered.drop("row"), "links")
+        assert (case.ops["node"].to_numpy() == np.arange(case.ops.height)).all(), "one op per node"
+        self.gap_ms = case.ops["gap_ms"].to_numpy()
+        self.occupied = case.occupied_ms(np.arange(case.ops.height), case.ops["duration_ms"].to_numpy())
+        self.replays = Counterfactuals(case, self.occupied)
+        self.recorded_ms = float(self.replays.base_steps.mean())
 
-    def change(self, rows: np.ndarray, extra_ms: np.ndarray) -> Change:
-        """The folded run with ``rows``' latencies set to ``extra_ms`` instead (the others folded in full)."""
-        scratch = self.folded_ns
-        scratch[rows] = self.start_ns[rows] - _ns(extra_ms)
-        nodes = np.unique(self.node[rows])
-        begin = np.minimum(scratch[self.first_row[nodes]], scratch[self.second_row[nodes]])
-        scratch[rows] = self.start_ns[rows] - _ns(self.extra_ms[rows])
-        # numpy divides exactly, as pipeline_case does
-        return Change(nodes, (self.end_ns[nodes] - begin) / 1e6)
+    def change(self, rows: np.ndarray, cut_ms: np.ndarray) -> Change:
+        """The run with consumer ``rows`` (of ``ordered``) starting ``cut_ms`` sooner, never before ready."""
+        nodes, position = np.unique(self.node[rows], return_inverse=True)
+        cut = np.zeros(nodes.size)
+        np.add.at(cut, position, cut_ms)
+        return Change(nodes, self.occupied[nodes] - np.minimum(cut, np.maximum(self.gap_ms[nodes], 0.0)))
 
 
 def _link_bounds(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[tuple[int, int], tuple[int, int]]]:
@@ -177,10 +162,6 @@ def _link_bounds(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[tuple[int, int
     return ordered, {
         (int(a[lo]), int(b[lo])): (int(lo), int(hi)) for lo, hi in zip(starts.tolist(), stops.tolist())
     }
-
-
-def _ns(ms: np.ndarray) -> np.ndarray:
-    return np.round(ms * 1e6).astype(np.int64)
 
 
 def _median_of_sorted(values: np.ndarray) -> float:
@@ -210,9 +191,7 @@ def slow_links(actions: pl.DataFrame, step_ms: float, config: LinkConfig | None 
     latencies, ordered = exposed_latencies(actions)
     if latencies.is_empty():
         return pl.DataFrame(schema=LINK_SCHEMA)
-    extra = np.zeros(ordered.height)
-    extra[latencies["row"].to_numpy()] = latencies["latency_ms"].to_numpy()
-    folded = _FoldedReplay(ordered, extra)
+    replay = _LinkReplay(ordered)
     by_latency = np.lexsort((np.arange(latencies.height), latencies["latency_ms"].to_numpy()))
     sorted_latency = latencies["latency_ms"].to_numpy()[by_latency]
     place = np.empty(latencies.height, dtype=np.int64)  # each transfer's place in latency order
@@ -236,14 +215,13 @@ def slow_links(actions: pl.DataFrame, step_ms: float, config: LinkConfig | None 
         )
         links.append((rank_a, rank_b, hi - lo, latency, reference, slow_steps, step_hi - step_lo))
         if reference is not None:
-            rows = rows_of[lo:hi]
             # Scaled, not clipped: the link keeps its spread, loses its systematic excess.
             scale = min(1.0, reference / latency) if latency > 0 else 1.0
-            changes.append((len(links) - 1, folded.change(rows, extra[rows] * scale)))
-    replayed = folded.replays.step_times([change for _, change in changes])
+            changes.append((len(links) - 1, replay.change(rows_of[lo:hi], latency_ms[lo:hi] * (1.0 - scale))))
+    replayed = replay.replays.step_times([change for _, change in changes])
     savings: list[float | None] = [None] * len(links)
     for (index, _), times in zip(changes, replayed):
-        savings[index] = folded.folded_ms - float(times.mean())
+        savings[index] = replay.recorded_ms - float(times.mean())
     out = [(*link, saving) for link, saving in zip(links, savings)]
     frame = pl.DataFrame(out, schema=list(LINK_SCHEMA)[:8], orient="row")
     return (

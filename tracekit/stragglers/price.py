@@ -4,8 +4,11 @@ Each (rank, stage, kind) that is slower than its reference is scaled, action by 
 ``reference_ms / median_ms`` (the rank's noise stays, its systematic slowness goes; a row at or
 above reference speed is left as it is: it has nothing to give back). The run is replayed with the
 what-if timing engine (``tracekit.whatif``) and the saving is the realized replayed step time minus
-the replayed one, averaged over steps. The replay holds compute and dependencies, so the saving is
-the time the slowness puts on the step's critical path. Every row is priced in one batch of
+the replayed one, averaged over steps. Each op occupies its duration plus its gap (``gap_ms``: how
+long after it was ready it started: transfer latency, launch and host work between actions;
+negative where it started early), so the realized replay runs the recorded steps again, to the
+nanosecond, and the saving is the time the slowness puts on the step's critical path, the transfers a
+faster rank would expose included. Every row is priced in one batch of
 counterfactuals (``tracekit.whatif.counterfactuals``), each replaying only what its ops reach.
 
 Not for: choosing the reference (``references``) or flagging (``scoring``).
@@ -55,12 +58,14 @@ class Pricer:
         self.case = case
         self.real = case.ops["duration_ms"].to_numpy()
         self.factors = factors
-        self._replays = Counterfactuals(case, self.real)
+        self._replays = Counterfactuals(case, case.occupied_ms(np.arange(self.real.size), self.real))
         self.realized_ms = float(self._replays.base_steps.mean())
 
     def savings_ms(self, row_sets: Sequence[np.ndarray]) -> list[float]:
         """Per set of op rows: the mean replayed step time saved when those ops run at reference speed."""
-        changes = [Change(rows, self.real[rows] * self.factors[rows]) for rows in row_sets]
+        changes = [
+            Change(rows, self.case.occupied_ms(rows, self.real[rows] * self.factors[rows])) for rows in row_sets
+        ]
         # A set already at reference speed has nothing to give back: 0 without a replay.
         moving = [index for index, rows in enumerate(row_sets) if not (self.factors[rows] == 1.0).all()]
         steps = self._replays.step_times([changes[index] for index in moving])

@@ -20,6 +20,7 @@ become a ``ReplayCase``; every what-if and straggler analysis takes one.
 | compute | Boolean | True for compute ops, the only ones straggler scoring judges | never null |
 | work | String | what the op computes beyond its type, to find peers doing comparable work (op-table: ``stage 3``; Kineto: the stage's place on the micro-batch's path, ``first``, ``middle``, ``last``) | never null |
 | duration_ms | Float64 | ms the op occupies once unblocked: run time, or for a synchronizing op its transfer time after the last peer arrived | never null |
+| gap_ms | Float64 | ms from the op being ready (what it depends on has ended) to its recorded start: transfer latency, launch and host work between actions (Kineto; negative when it started before, as an overlapped pair's backward half waits for its input inside the pair); 0 for op-tables, whose durations hold what an op occupies | never null |
 
 ``measured`` schema: step (Int64), measured_ms (Float64: wall span of the step as recorded).
 
@@ -50,6 +51,7 @@ OPS_SCHEMA: dict[str, pl.DataType] = {
     "compute": pl.Boolean(),
     "work": pl.String(),
     "duration_ms": pl.Float64(),
+    "gap_ms": pl.Float64(),
 }
 
 MEASURED_SCHEMA: dict[str, pl.DataType] = {"step": pl.Int64(), "measured_ms": pl.Float64()}
@@ -118,6 +120,14 @@ class ReplayCase:
     def replay_step_times(self, durations: np.ndarray) -> np.ndarray:
         """``step_times(replay(durations))``."""
         return self.step_times(self.replay(durations))
+
+    def occupied_ms(self, rows: np.ndarray, durations_ms: np.ndarray) -> np.ndarray:
+        """What ops ``rows`` occupy in a replay when they run ``durations_ms``: duration plus gap, at least 0.
+
+        Each op then starts its ``gap_ms`` after what it waits for has ended, as it did in the run:
+        with the recorded durations, the replay reruns the recorded steps.
+        """
+        return np.maximum(durations_ms + self.ops["gap_ms"].to_numpy()[rows], 0.0)
 
     def measured_ms(self) -> np.ndarray:
         """Measured step spans in ``steps`` order."""

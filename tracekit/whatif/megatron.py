@@ -344,6 +344,7 @@ def megatron_case(
         pl.col("optype").is_in(list(COMPUTE)).alias("compute"),
         pl.format("stage {}", pl.col("stage")).alias("work"),
         pl.Series("duration_ms", effective_s * 1e3),
+        pl.lit(0.0).alias("gap_ms"),
     ).cast(OPS_SCHEMA)  # type: ignore[arg-type]
     measured = (
         rows.group_by("step")

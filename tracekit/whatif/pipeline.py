@@ -13,9 +13,12 @@ Producers are found by (step, replica, slot, stage, micro-batch), so a stage may
 of its replica's pipeline (``replica``: the data-parallel replica, ``tracekit.analysis.pipelines``):
 dependencies never cross replicas. Steps are independent subgraphs, each replayed from 0; the
 replicas of a step are parallel parts of its subgraph, and the step ends when the last of them
-does (the data-parallel all-reduce joins them). An op's ``dp_rank`` is its replica. The realized frame carries no communication, so the
-replay has no sync groups: its step time is compute and dependencies only, and the gap to the
-measured step span is communication, launch gaps and everything unlabelled.
+does (the data-parallel all-reduce joins them). An op's ``dp_rank`` is its replica. The realized
+frame carries no communication, so the replay has no sync groups: replayed with their durations,
+the ops give compute and dependencies only, and the gap to the measured step span is
+communication, launch gaps and everything unlabelled. Each op carries its share of that gap as
+``gap_ms`` (how long after it was ready it started); replayed as duration plus gap
+(``ReplayCase.occupied_ms``), the ops rerun the recorded steps.
 
 Not for: clock alignment (``tracekit.whatif.clock`` uses ``cross_rank_dependencies``).
 """
@@ -196,6 +199,20 @@ def _nodes(actions: pl.DataFrame, source: str) -> np.ndarray:
     return node
 
 
+def _gaps_ns(nodes: pl.DataFrame, edges: np.ndarray) -> np.ndarray:
+    """Per node: how long after it was ready it started (``OPS_SCHEMA``'s ``gap_ms``), ns.
+
+    Ready: every node it depends on (``edges``: its rank's previous node, its producers) has
+    ended; a node that depends on none is ready when its step starts (its earliest action).
+    Negative when the node started before: an overlapped pair's backward half waits for its
+    input inside the pair, or the ranks' clocks disagree by more than the transfer took.
+    """
+    start, end = nodes["start_ns"].to_numpy(), nodes["end_ns"].to_numpy()
+    ready = nodes.select(pl.col("start_ns").min().over("step")).to_series().to_numpy().copy()
+    np.maximum.at(ready, edges[:, 1], end[edges[:, 0]])
+    return start - ready
+
+
 def pipeline_case(actions: pl.DataFrame, source: str) -> tuple[ReplayCase, tuple[str, ...]]:
     """The realized schedule as a replay case, and warnings (dependencies whose producer is absent)."""
     case, warnings, _ = pipeline_case_nodes(actions, source)
@@ -243,6 +260,7 @@ def pipeline_case_nodes(
         np.concatenate([np.stack([follows - 1, follows], axis=1), np.stack([producer[distinct], consumer[distinct]], axis=1)]),
         axis=0,
     )
+    gaps_ns = _gaps_ns(nodes, edges)
     labels = [
         f"step {step} rank {rank} {what}" for step, rank, what in nodes.select("step", "rank", "what").iter_rows()
     ]
@@ -261,6 +279,7 @@ def pipeline_case_nodes(
             "work",
             # numpy divides exactly; polars multiplies by the reciprocal, off by an ulp now and then
             pl.Series("duration_ms", (nodes["end_ns"].to_numpy() - nodes["start_ns"].to_numpy()) / 1e6),
+            pl.Series("gap_ms", gaps_ns / 1e6),
         )
         .with_columns(
             pl.lit(0, pl.Int32()).alias("slot"),
