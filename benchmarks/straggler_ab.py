@@ -1,24 +1,28 @@
 """Check the straggler price against reality: predicted saving vs measured A/B difference.
 
-For each case (schedule, ranks, straggler rank R), the example job is captured twice, one run
-right after the other, each alone (run side by side, the shorter run's trace export lands in the
-longer run's captured steps and slows them): A without a straggler, B with rank R
-slowed by ``--slow-ms`` per forward and per backward of each of its stage modules (``--slow-how
-sleep``: the straggler frees its core, as a slow accelerator leaves its host's other work alone,
-so the other ranks run as fast as in A). From B's traces alone, ``tracekit stragglers`` predicts
-the saving of R: the step time the what-if replay saves with only R at its reference speed. The
-measurement is ``median step(B) - median step(A)``, step times taken from the traces (the span of
-each step's actions over every rank), so both runs pay the same capture overhead. The error is
-``predicted / measured - 1``; the goal is within 15%.
+For each case (schedule, ranks, straggler rank R), the example job is captured three times, one
+run after the other, each alone (run side by side, the shorter run's trace export lands in the
+longer run's captured steps and slows them): B with rank R slowed by ``--slow-ms`` per forward and
+per backward of each of its stage modules (``--slow-how sleep``: the straggler frees its core, as a
+slow accelerator leaves its host's other work alone, so the other ranks run as fast as in A), and A
+without a straggler, once before B and once after (a clean step here varies by up to 2x from one
+capture to the next, with the latency of its transfers: A is the steps of both). From B's traces
+alone, ``tracekit stragglers`` predicts the saving of R: the step time the what-if replay saves
+with only R at its reference speed. The measurement is ``median step(B) - median step(A)``, step
+times taken from the traces (the span of each step's actions over every rank), so both runs pay
+the same capture overhead. The error is ``predicted / measured - 1``; the goal is within 15%.
 
-The prediction assumes the other ranks keep the speed they had in B. On a machine where ranks share
-cores that is not so: the straggler's sleep frees a core, so in B the others compute faster than in
-A. The column ``others B/A`` shows it: the other ranks' summed median compute per (rank, stage,
-kind) in B over the same in A (1: unchanged; below 1: they ran faster beside the straggler, and the
-prediction runs high by about that much).
+The prediction assumes the other ranks keep the speed they had in B, as they do where each rank
+owns its accelerator. Here four ranks share two cores, so the job's model is kept small
+(``example_model``: the ranks' compute fits on the cores; at the job's default size it does not,
+a clean step lasts as long as the cores take to serve every rank, and the straggler's sleep frees
+a core for the others). The column ``others B/A`` shows how far that coupling remains: the other
+ranks' summed median compute per (rank, stage, kind) in B over the same in A (1: unchanged; below
+1: they ran faster beside the straggler, and the prediction runs high by about that much).
 
-Usage: ``python benchmarks/straggler_ab.py [--slow-ms 20] [--steps 6] [--out DIR] [--reuse]``
-(``--reuse`` re-analyses the captures already in DIR). Prints one row per case.
+Usage: ``python benchmarks/straggler_ab.py [--slow-ms 20] [--steps 9] [--hidden 128]
+[--microbatch-rows 16] [--out DIR] [--reuse] [--only NAMES]`` (``--reuse`` re-analyses the
+captures already in DIR). Prints one row per case.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+from example_model import Model
 
 from tracekit.run_analysis import analyse
 from tracekit.stragglers.scoring import score_stragglers
@@ -70,11 +75,11 @@ class Outcome:
 
 
 def start_record(
-    out: Path, schedule: str, ranks: int, steps: int, slow: tuple[int, float] | None
+    out: Path, schedule: str, ranks: int, steps: int, slow: tuple[int, float] | None, model: Model
 ) -> subprocess.Popen:
     """Start ``tracekit record`` of the example job, capturing every step but the first."""
     job = [sys.executable, "-m", "collectors.example_job", "--schedule", schedule, "--ranks", str(ranks),
-           "--microbatches", "8", "--steps", str(steps)]  # fmt: skip
+           "--microbatches", "8", "--steps", str(steps), *model.args()]  # fmt: skip
     if slow is not None:
         job += ["--slow-rank", str(slow[0]), "--slow-ms", str(slow[1]), "--slow-how", "sleep"]
     command = [sys.executable, "-m", "tracekit", "record", "--out", str(out), "--steps", f"1:{steps}",
@@ -94,19 +99,19 @@ def wait(process: subprocess.Popen, out: Path) -> None:
         raise SystemExit(f"capture of {out} failed:\n{stderr[-2000:]}")
 
 
-def median_step_ms(path: Path) -> float:
-    """Median measured step time of a captured run, ms."""
-    return statistics.median(analyse(path).case.measured_ms().tolist())
+def median_step_ms(paths: list[Path]) -> float:
+    """Median measured step time over every step of the captured runs ``paths``, ms."""
+    return statistics.median(step for path in paths for step in analyse(path).case.measured_ms().tolist())
 
 
-def _compute_medians(path: Path) -> pl.DataFrame:
-    ops = analyse(path).case.ops.filter(pl.col("compute"))
+def _compute_medians(paths: list[Path]) -> pl.DataFrame:
+    ops = pl.concat([analyse(path).case.ops.filter(pl.col("compute")) for path in paths])
     return ops.group_by("rank", "stage", "optype").agg(pl.col("duration_ms").median().alias("median_ms"))
 
 
-def others_b_over_a(clean: Path, slow: Path, rank: int) -> float:
+def others_b_over_a(clean: list[Path], slow: Path, rank: int) -> float:
     """Summed median compute of every rank but ``rank``, in B over A."""
-    both = _compute_medians(clean).join(_compute_medians(slow), on=["rank", "stage", "optype"], suffix="_b")
+    both = _compute_medians(clean).join(_compute_medians([slow]), on=["rank", "stage", "optype"], suffix="_b")
     others = both.filter(pl.col("rank") != rank)
     return float(others["median_ms_b"].sum() / others["median_ms"].sum())
 
@@ -121,17 +126,17 @@ def predicted(path: Path, rank: int) -> tuple[float, bool]:
 
 
 def run_case(
-    root: Path, schedule: str, ranks: int, rank: int, steps: int, slow_ms: float, reuse: bool
+    root: Path, schedule: str, ranks: int, rank: int, steps: int, slow_ms: float, reuse: bool, model: Model
 ) -> Outcome:
     """Capture (or reuse) A and B of one case and compare."""
     name = f"{schedule}-p{ranks}-r{rank}"
-    clean, slow = root / f"{name}-a", root / f"{name}-b"
+    clean, slow = [root / f"{name}-a", root / f"{name}-a2"], root / f"{name}-b"
     if not reuse:
-        for out, slowed in ((clean, None), (slow, (rank, slow_ms))):
-            wait(start_record(out, schedule, ranks, steps, slowed), out)
+        for out, slowed in ((clean[0], None), (slow, (rank, slow_ms)), (clean[1], None)):
+            wait(start_record(out, schedule, ranks, steps, slowed, model), out)
     saving, first = predicted(slow, rank)
     return Outcome(
-        schedule, ranks, rank, median_step_ms(clean), median_step_ms(slow), saving, first,
+        schedule, ranks, rank, median_step_ms(clean), median_step_ms([slow]), saving, first,
         others_b_over_a(clean, slow, rank),
     )  # fmt: skip
 
@@ -158,7 +163,9 @@ def main() -> None:
     """Run every case and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--slow-ms", type=float, default=20.0)
-    parser.add_argument("--steps", type=int, default=6, help="job steps; steps 1.. are captured")
+    parser.add_argument("--steps", type=int, default=9, help="job steps; steps 1.. are captured")
+    parser.add_argument("--hidden", type=int, default=Model.hidden, help="the example job's layer width")
+    parser.add_argument("--microbatch-rows", type=int, default=Model.microbatch_rows, help="rows per micro-batch")
     parser.add_argument("--out", type=Path, default=Path("/tmp/tracekit-straggler-ab"))
     parser.add_argument("--reuse", action="store_true", help="re-analyse the captures already in --out")
     parser.add_argument("--only", default=None, help="schedule-pRANKS-rR names to run, comma-separated")
@@ -168,14 +175,16 @@ def main() -> None:
     for schedule, ranks, rank in CASES:
         if wanted is not None and f"{schedule}-p{ranks}-r{rank}" not in wanted:
             continue
-        outcome = run_case(args.out, schedule, ranks, rank, args.steps, args.slow_ms, args.reuse)
+        model = Model(args.hidden, args.microbatch_rows)
+        outcome = run_case(args.out, schedule, ranks, rank, args.steps, args.slow_ms, args.reuse, model)
         print(f"{schedule} P={ranks} rank {rank}: measured {outcome.measured_ms:.1f} ms, "
               f"predicted {outcome.predicted_ms:.1f} ms ({outcome.error:+.1%})", file=sys.stderr, flush=True)  # fmt: skip
         outcomes.append(outcome)
     print(table(outcomes))
     worst = max(abs(o.error) for o in outcomes)
     print(
-        f"\nworst error {worst:.1%} (goal: within 15%); slow-ms {args.slow_ms}, {args.steps - 1} captured steps"
+        f"\nworst error {worst:.1%} (goal: within 15%); slow-ms {args.slow_ms}, {args.steps - 1} captured steps, "
+        f"hidden {args.hidden}, {args.microbatch_rows} rows per micro-batch"
     )
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates every sample run in this directory: real CPU captures of collectors.example_job made
-# with `tracekit record` (4 ranks, 8 micro-batches, 3 steps of which steps 1 and 2 are captured).
-# Run from anywhere; needs tracekit installed (pip install -e '.[examples]'). Takes about a minute.
+# with `tracekit record` (4 ranks, 8 micro-batches, 3 steps of which steps 1 and 2 are captured), of
+# a model small enough that four ranks' compute fits on two cores (benchmarks/example_model.py).
+# Run from anywhere, on a quiet machine; needs tracekit installed (pip install -e '.[examples]').
+# Takes about a minute.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -10,7 +12,7 @@ capture() {
     shift
     rm -rf "$name"
     tracekit record --out "$name" --steps 1:3 -- \
-        python -m collectors.example_job --ranks 4 --microbatches 8 --steps 3 "$@"
+        python -m collectors.example_job --ranks 4 --microbatches 8 --steps 3 --hidden 128 --microbatch-rows 16 "$@"
 }
 
 capture gpipe --schedule gpipe

@@ -19,6 +19,9 @@ SLOW_MS = 30.0
 STEPS = 3
 """Job steps; steps 1 and 2 are captured."""
 
+SMALL_HIDDEN, SMALL_ROWS = 128, 16
+"""``benchmarks/example_model.py``'s size: the A/B pairs' model, so that a clean step is the schedule's, not the cores'."""
+
 PARALLEL = 2
 """Captures running at once (their ranks mostly sleep or wait)."""
 
@@ -40,11 +43,15 @@ class Job:
     dp: int = 1
     """Data-parallel replicas of the ``ranks``-rank pipeline (``--dp``)."""
     microbatches: int = 8
+    small: bool = False
+    """The model of ``benchmarks/example_model.py`` (its ranks' compute fits on two cores), not the job's default."""
 
     def command(self, out: Path) -> list[str]:
         """``tracekit record`` of this job into ``out``."""
         job = [sys.executable, "-m", "collectors.example_job", "--schedule", self.schedule,
                "--ranks", str(self.ranks), "--microbatches", str(self.microbatches), "--steps", str(STEPS)]  # fmt: skip
+        if self.small:
+            job += ["--hidden", str(SMALL_HIDDEN), "--microbatch-rows", str(SMALL_ROWS)]
         if self.dp > 1:
             job += ["--dp", str(self.dp)]
         if self.slow_rank is not None:

@@ -21,8 +21,8 @@ from tracekit.stragglers.work import stage_work
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
-CLEAN_SAMPLES = ("1f1b", "gpipe", "zbv", "interleaved-1f1b", "dualpipev")
-"""Sample runs without a planted straggler (deepseek-dualpipe is left out: see docs/stragglers.md)."""
+CLEAN_SAMPLES = ("1f1b", "gpipe", "zbv", "interleaved-1f1b", "dualpipev", "deepseek-dualpipe")
+"""Sample runs without a planted straggler."""
 
 PLANTED = [(schedule, 4, rank) for schedule in ("1f1b", "zbv", "dualpipev") for rank in range(4)] + [
     ("1f1b", 2, 0),
@@ -51,8 +51,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     pairs = []
     for schedule, ranks, rank in AB_CASES:
         pairs += [
-            Job(f"{schedule}-p{ranks}-clean", schedule, ranks),
-            Job(_name(schedule, ranks, rank), schedule, ranks, slow_rank=rank),
+            Job(f"{schedule}-p{ranks}-clean", schedule, ranks, small=True),
+            Job(_name(schedule, ranks, rank), schedule, ranks, slow_rank=rank, small=True),
         ]
     # Alone, so that no other capture's work (its trace export above all) lands in their steps:
     # the A/B pairs, whose step times are compared, and the slow link, whose ranks must show

@@ -64,9 +64,11 @@ def test_stragglers_json_lists_the_slow_rank_first_with_a_sentence() -> None:
     assert payload["threshold"] == 0.75
     assert set(first) >= {"rank", "kind", "score", "reference", "saving_ms", "step_ms", "step_ms_without"}
     assert first["step_ms_without"] == pytest.approx(first["step_ms"] - first["saving_ms"])
-    # The sample predates recorded stage work: its first and last stages are listed with the reason.
-    assert [row["rank"] for row in payload["unjudged"]] == [0]
-    assert "records no per-stage work" in payload["unjudged"][0]["reason"]
+    # run.json records each stage's work, so rank 0 (the V's first and last stage, no peers) is
+    # judged against its expected cost and no rank is left unjudged.
+    assert payload["unjudged"] == []
+    references = {row["rank"]: row["reference"] for row in payload["ranks"]}
+    assert references == {0: "expected", 1: "peers", 2: "peers", 3: "peers"}
     assert isinstance(payload["links"], list) and not any(link["flagged"] for link in payload["links"])
 
 
