@@ -1,13 +1,18 @@
-"""Worker processes start from tracekit alone: a caller's script is never run again in them."""
+"""Worker processes start from tracekit alone (a caller's script never runs again in them) and fail in one line."""
 
 from __future__ import annotations
 
+import importlib
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tracekit.errors import TracekitError
+from tracekit.perrank.engine import LocalEngine, run_tasks
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "1f1b"
 
@@ -39,3 +44,13 @@ def test_a_script_without_a_main_guard_analyses_once_on_worker_processes(tmp_pat
     # Four ranks, not cached: the parse ran on worker processes, and the script's own line came once.
     assert done.stdout.splitlines() == ["analysed 2 steps"]
     assert (tmp_path / "1f1b" / ".tracekit-cache").is_dir()
+
+
+def test_a_worker_that_dies_is_one_error_not_a_broken_pool() -> None:
+    with LocalEngine(workers=2).executor(2) as pool, pytest.raises(TracekitError, match="a worker process died"):
+        run_tasks(pool, os._exit, [3, 3])  # each worker exits at once, as the out-of-memory killer would
+
+
+def test_a_worker_without_tracekit_is_told_to_install_it() -> None:
+    with LocalEngine(workers=2).executor(2) as pool, pytest.raises(TracekitError, match="install tracekit where"):
+        run_tasks(pool, importlib.import_module, ["tracekit.not_on_this_worker", "json"])

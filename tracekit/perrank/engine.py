@@ -22,9 +22,10 @@ import socket
 import sys
 import types
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 from tracekit.errors import TracekitError
@@ -87,7 +88,7 @@ class _MainlessSpawnProcess(multiprocessing.context.SpawnProcess):
     """
 
     @staticmethod
-    def _Popen(process_obj):  # noqa: N802 (multiprocessing's name)
+    def _Popen(process_obj):  # multiprocessing calls it by this name
         main = sys.modules["__main__"]
         sys.modules["__main__"] = types.ModuleType("__main__")
         try:
@@ -208,7 +209,30 @@ def run_tasks(
     futures = {executor.submit(task, job): index for index, job in enumerate(jobs)}
     done: dict[int, Result] = {}
     for future in as_completed(futures):
-        done[futures[future]] = future.result()
+        job = jobs[futures[future]]
+        try:
+            done[futures[future]] = future.result()
+        except BrokenExecutor:
+            raise TracekitError(
+                "a worker process died (out of memory, or killed) while the ranks were read", _file_of(job)
+            ) from None
+        except ModuleNotFoundError as error:
+            if error.name is None or error.name.split(".")[0] not in _OWN_PACKAGES:
+                raise
+            raise TracekitError(
+                f"a worker cannot import {error.name}: install tracekit where the workers run "
+                "(pip install tracekit, the same version as here)",
+                _file_of(job),
+            ) from None
         if on_done:
-            on_done(jobs[futures[future]])
+            on_done(job)
     return [done[index] for index in range(len(jobs))]
+
+
+_OWN_PACKAGES = frozenset({"tracekit", "collectors"})
+"""What a worker imports to run a task: a worker without them has not had tracekit installed."""
+
+
+def _file_of(job: object) -> Path | None:
+    """The file a job reads (``RankJob.trace``, ``FiguresJob.table``), for a message naming it."""
+    return getattr(job, "trace", None) or getattr(job, "table", None)
