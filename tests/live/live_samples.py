@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import polars as pl
 
 from tracekit.live.summaries import StepSummary
@@ -9,8 +12,22 @@ from tracekit.live.summaries import StepSummary
 SAMPLE_1F1B = "sample_traces/1f1b"
 
 
+def _sample_stage_work() -> dict[int, tuple[int, int, int, int]]:
+    """(stage, params, embedding_params, layers) per stage, as the sample's run.json records it."""
+    recorded = json.loads((Path(__file__).resolve().parents[2] / SAMPLE_1F1B / "run.json").read_text())
+    return {
+        work["stage"]: (work["stage"], work["params"], work["embedding_params"], work["layers"])
+        for work in recorded["stage_work"]
+    }
+
+
 def summaries_of(actions: pl.DataFrame, host: str = "host-a") -> list[StepSummary]:
-    """One StepSummary per (rank, step) of a realized-actions frame, as a rank would have sent it."""
+    """One StepSummary per (rank, step) of a realized-actions frame, as a rank would have sent it.
+
+    Each carries the work of its stages as the sample recorded it (the collector sends it with
+    every summary), so a live interval is judged against the same references as the offline run.
+    """
+    work = _sample_stage_work()
     summaries = []
     for (rank, step), rows in actions.sort("rank", "step", "start_ns").group_by(
         "rank", "step", maintain_order=True
@@ -40,6 +57,7 @@ def summaries_of(actions: pl.DataFrame, host: str = "host-a") -> list[StepSummar
                     )
                     for r in rows.iter_rows(named=True)
                 ),
+                stage_work=tuple(work[stage] for stage in sorted(set(rows["stage"].to_list())) if stage in work),
             )
         )
     return summaries
