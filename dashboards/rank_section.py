@@ -28,7 +28,8 @@ TITLE = "Ranks: where to look, and any one rank"
 CRITICAL_NOTE = (
     "critical path: walking back from the action that ends the replayed step last, each action's "
     "predecessor is the one it waited for (its rank's previous action, else a producer on another rank); "
-    "times are the realized replay's (compute and dependencies, no communication), from the step's 0 ms"
+    "times are the run replayed as recorded (each action's duration after its gap: a transfer or host work "
+    "between actions), from the step's 0 ms; the path ends where the recorded step ends"
 )
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from collectors.manifest import Manifest
@@ -339,10 +340,18 @@ class RunAnalysis:
 
     @cached_property
     def critical_path(self) -> pl.DataFrame:
-        """Each step's critical path through the realized replay (``tracekit.whatif.critical``); TracekitError for an op-table."""
+        """Each step's critical path through the run replayed as recorded (``tracekit.whatif.critical``).
+
+        Every action occupies its duration after its gap (``ReplayCase.occupied_ms``), so the path
+        ends at the recorded step's end and its transfers are the gaps between its actions.
+        TracekitError for an op-table.
+        """
         if self.is_optable:
             raise TracekitError("an op-table replays many replicas per op: no single critical path", self.source)
-        return critical_paths(self.case, self.case.ops["duration_ms"].to_numpy())
+        case = self.case
+        rows = np.arange(case.ops.height)
+        gaps = case.ops["gap_ms"].to_numpy()
+        return critical_paths(case, case.occupied_ms(rows, case.ops["duration_ms"].to_numpy()), gaps)
 
     @cached_property
     def whatif(self) -> WhatIf:

@@ -16,7 +16,7 @@ that simply ran its ops back to back reads as one stretch.
 | rank | Int32 | rank that ran the op | never null |
 | stage | Int32 | pipeline stage | never null |
 | optype | String | op type (F, B, I, W, F&B) | never null |
-| start_ms, end_ms | Float64 | replayed start and end, ms from the step's start | never null |
+| start_ms, end_ms | Float64 | replayed start (after the op's gap, when the replay holds gaps) and end, ms from the step's start | never null |
 | via | String | ``start`` (the path's first op), ``rank`` (waited for its rank's previous op) or ``transfer`` (for another rank's op) | never null |
 
 Only a case with one replica per node (a realized run: one slot, one data-parallel position) has
@@ -46,8 +46,13 @@ CRITICAL_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def critical_paths(case: ReplayCase, durations: np.ndarray) -> pl.DataFrame:
-    """``CRITICAL_SCHEMA``: each step's critical path when the ops run ``durations`` (aligned with ``ops``)."""
+def critical_paths(case: ReplayCase, durations: np.ndarray, gaps_ms: np.ndarray | None = None) -> pl.DataFrame:
+    """``CRITICAL_SCHEMA``: each step's critical path when the ops run ``durations`` (aligned with ``ops``).
+
+    ``gaps_ms``: the ops' gaps when ``durations`` hold them (``ReplayCase.occupied_ms``, the replay
+    of the run as recorded); each op on the path then starts where its gap ends, where its own work
+    began, and ``via`` still names what it waited for before its gap.
+    """
     assert case.shape[1:] == (1, 1), "one path per step needs one replica per node"
     timing = case.graph.timing
     times = case.replay(durations)
@@ -67,6 +72,9 @@ def critical_paths(case: ReplayCase, durations: np.ndarray) -> pl.DataFrame:
     waited[targets[first]] = sources[first]
     ops = case.ops.select("node", "step", "rank", "stage", "optype").sort("node")
     step_of = ops["step"].to_numpy()
+    drawn_from = start.copy()
+    if gaps_ms is not None:
+        drawn_from[node] += np.maximum(gaps_ms, 0.0)
     parts = []
     for step in case.steps:
         in_step = np.flatnonzero(step_of == step)
@@ -80,7 +88,7 @@ def critical_paths(case: ReplayCase, durations: np.ndarray) -> pl.DataFrame:
         parts.append(
             ops[chain].with_columns(
                 pl.Series("position", np.arange(chain.size, dtype=np.int32)),
-                pl.Series("start_ms", start[chain]),
+                pl.Series("start_ms", drawn_from[chain]),
                 pl.Series("end_ms", end[chain]),
                 pl.Series("via", via, dtype=pl.String()),
             )
