@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from collectors.manifest import Manifest
@@ -349,9 +348,8 @@ class RunAnalysis:
         if self.is_optable:
             raise TracekitError("an op-table replays many replicas per op: no single critical path", self.source)
         case = self.case
-        rows = np.arange(case.ops.height)
-        gaps = case.ops["gap_ms"].to_numpy()
-        return critical_paths(case, case.occupied_ms(rows, case.ops["duration_ms"].to_numpy()), gaps)
+        recorded = case.occupied_ms(case.ops["duration_ms"].to_numpy())
+        return critical_paths(case, recorded, case.ops["gap_ms"].to_numpy())
 
     @cached_property
     def whatif(self) -> WhatIf:

@@ -141,7 +141,7 @@ class _LinkReplay:
         case, _, self.node = pipeline_case_nodes(ordered.drop("row"), "links")
         assert (case.ops["node"].to_numpy() == np.arange(case.ops.height)).all(), "one op per node"
         self.gap_ms = case.ops["gap_ms"].to_numpy()
-        self.occupied = case.occupied_ms(np.arange(case.ops.height), case.ops["duration_ms"].to_numpy())
+        self.occupied = case.occupied_ms(case.ops["duration_ms"].to_numpy())
         self.replays = Counterfactuals(case, self.occupied)
         self.recorded_ms = float(self.replays.base_steps.mean())
 

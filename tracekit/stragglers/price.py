@@ -58,13 +58,13 @@ class Pricer:
         self.case = case
         self.real = case.ops["duration_ms"].to_numpy()
         self.factors = factors
-        self._replays = Counterfactuals(case, case.occupied_ms(np.arange(self.real.size), self.real))
+        self._replays = Counterfactuals(case, case.occupied_ms(self.real))
         self.realized_ms = float(self._replays.base_steps.mean())
 
     def savings_ms(self, row_sets: Sequence[np.ndarray]) -> list[float]:
         """Per set of op rows: the mean replayed step time saved when those ops run at reference speed."""
         changes = [
-            Change(rows, self.case.occupied_ms(rows, self.real[rows] * self.factors[rows])) for rows in row_sets
+            Change(rows, self.case.occupied_ms(self.real[rows] * self.factors[rows], rows)) for rows in row_sets
         ]
         # A set already at reference speed has nothing to give back: 0 without a replay.
         moving = [index for index, rows in enumerate(row_sets) if not (self.factors[rows] == 1.0).all()]

@@ -121,13 +121,15 @@ class ReplayCase:
         """``step_times(replay(durations))``."""
         return self.step_times(self.replay(durations))
 
-    def occupied_ms(self, rows: np.ndarray, durations_ms: np.ndarray) -> np.ndarray:
-        """What ops ``rows`` occupy in a replay when they run ``durations_ms``: duration plus gap, at least 0.
+    def occupied_ms(self, durations_ms: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """What ops ``rows`` (every op when None) occupy in a replay when they run ``durations_ms``.
 
-        Each op then starts its ``gap_ms`` after what it waits for has ended, as it did in the run:
-        with the recorded durations, the replay reruns the recorded steps.
+        Duration plus gap, at least 0: each op then starts its ``gap_ms`` after what it waits for
+        has ended, as it did in the run; with the recorded durations, the replay reruns the
+        recorded steps.
         """
-        return np.maximum(durations_ms + self.ops["gap_ms"].to_numpy()[rows], 0.0)
+        gaps = self.ops["gap_ms"].to_numpy()
+        return np.maximum(durations_ms + (gaps if rows is None else gaps[rows]), 0.0)
 
     def measured_ms(self) -> np.ndarray:
         """Measured step spans in ``steps`` order."""
