@@ -29,7 +29,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from collectors import Capture, mark
-from collectors.example_job import JobConfig, init_rank, make_trainer
+from examples.pipeline_job import JobConfig, init_rank, make_trainer
 
 SETUP_STEPS = 3
 """Steps 0-2: shape inference and communicator set-up."""

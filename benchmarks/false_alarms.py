@@ -3,7 +3,7 @@
     python benchmarks/false_alarms.py [--runs 5] [--hidden 128] [--microbatch-rows 16] [--out DIR] [--reuse]
 
 Captures the example job without a straggler (``tracekit record``, 4 ranks, 8 micro-batches, steps
-1 and 2 of 3, the model of ``example_model``: what ``sample_traces/regenerate.sh`` records)
+1 and 2 of 3, the model of ``examples/small_model.py``: what ``sample_traces/regenerate.sh`` records)
 ``--runs`` times per schedule, one capture at a time, and scores each run as ``tracekit stragglers`` does. A clean run should flag
 nothing: every flagged rank is a false alarm. Prints one row per schedule: runs, false alarms,
 and the lowest rank score seen (1 is typical, the threshold 0.75) with its rank and kind, so how
@@ -20,8 +20,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # examples/ sits beside the installed packages, not in them
+
 import polars as pl
-from example_model import Model
+from examples.small_model import Model
 
 from tracekit.run_analysis import analyse
 
@@ -46,7 +49,7 @@ def _has_dualpipe() -> bool:
 
 def capture(schedule: str, out: Path, model: Model) -> None:
     """Record one clean run of ``schedule`` into ``out``; SystemExit with the job's stderr on failure."""
-    job = [sys.executable, "-m", "collectors.example_job", "--schedule", schedule, "--ranks", "4",
+    job = [sys.executable, "-m", "examples.pipeline_job", "--schedule", schedule, "--ranks", "4",
            "--microbatches", "8", "--steps", "3", *model.args()]  # fmt: skip
     command = [sys.executable, "-m", "tracekit", "record", "--out", str(out), "--steps", "1:3", "--format", "json",
                "--", *job]  # fmt: skip

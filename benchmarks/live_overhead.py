@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from collectors import example_job
+from examples import pipeline_job
 
 STEP_TIMES_ENV = "LIVE_OVERHEAD_STEP_TIMES"
 WARMUP_STEPS = 5
@@ -39,7 +39,7 @@ JOB = ["--schedule", "1f1b", "--ranks", "4", "--microbatches", "8", "--hidden", 
 
 
 def _timed(make_trainer):  # type: ignore[no-untyped-def]
-    """Wrap example_job.make_trainer so each rank writes its step durations (ns) to a file."""
+    """Wrap pipeline_job.make_trainer so each rank writes its step durations (ns) to a file."""
 
     def make(config, rank):  # type: ignore[no-untyped-def]
         train = make_trainer(config, rank)
@@ -59,7 +59,7 @@ def _timed(make_trainer):  # type: ignore[no-untyped-def]
 
 if os.environ.get(STEP_TIMES_ENV):
     # Also runs in each spawned rank, which imports this file as its main module.
-    example_job.make_trainer = _timed(example_job.make_trainer)
+    pipeline_job.make_trainer = _timed(pipeline_job.make_trainer)
 
 
 def _run(live: bool, steps: int, scratch: Path) -> float:
@@ -129,7 +129,7 @@ def main() -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
     if args.child:
-        return example_job.main(["--steps", str(args.steps), *rest])
+        return pipeline_job.main(["--steps", str(args.steps), *rest])
     with tempfile.TemporaryDirectory() as scratch:
         scratch_dir = Path(scratch)
         pairs = []

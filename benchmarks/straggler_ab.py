@@ -14,7 +14,7 @@ the same capture overhead. The error is ``predicted / measured - 1``; the goal i
 
 The prediction assumes the other ranks keep the speed they had in B, as they do where each rank
 owns its accelerator. Here four ranks share two cores, so the job's model is kept small
-(``example_model``: the ranks' compute fits on the cores; at the job's default size it does not,
+(``examples/small_model.py``: the ranks' compute fits on the cores; at the job's default size it does not,
 a clean step lasts as long as the cores take to serve every rank, and the straggler's sleep frees
 a core for the others). The column ``others B/A`` shows how far that coupling remains: the other
 ranks' summed median compute per (rank, stage, kind) in B over the same in A (1: unchanged; below
@@ -34,8 +34,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # examples/ sits beside the installed packages, not in them
+
 import polars as pl
-from example_model import Model
+from examples.small_model import Model
 
 from tracekit.run_analysis import analyse
 from tracekit.stragglers.scoring import score_stragglers
@@ -78,7 +81,7 @@ def start_record(
     out: Path, schedule: str, ranks: int, steps: int, slow: tuple[int, float] | None, model: Model
 ) -> subprocess.Popen:
     """Start ``tracekit record`` of the example job, capturing every step but the first."""
-    job = [sys.executable, "-m", "collectors.example_job", "--schedule", schedule, "--ranks", str(ranks),
+    job = [sys.executable, "-m", "examples.pipeline_job", "--schedule", schedule, "--ranks", str(ranks),
            "--microbatches", "8", "--steps", str(steps), *model.args()]  # fmt: skip
     if slow is not None:
         job += ["--slow-rank", str(slow[0]), "--slow-ms", str(slow[1]), "--slow-how", "sleep"]

@@ -8,7 +8,7 @@ sitecustomize and for ``tracekit record``).
 - ``step()``, ``mark(stage, kind, microbatch)``, ``mark_pair(...)``, ``mark_comm(op)``: label a
   custom loop's steps, actions and communication waits (docs/labels.md);
 - ``write_manifest(out_dir)``: merge the ranks' sidecars into run.json;
-- ``python -m collectors.example_job``: a small CPU pipeline job to capture.
+- example jobs to capture sit outside this package, in ``examples/`` (``python -m examples.pipeline_job``).
 
 Not for reading traces: that is tracekit's job (``tracekit.trace``).
 """

@@ -18,7 +18,7 @@
 
 The schedules call ``forward_step``/``backward_step`` as module globals, and
 ``get_forward_backward_func`` returns module globals, so replacing the module attributes reaches
-every call. Not for Megatron's CPU shims (those belong to the job: ``collectors.example_megatron``)
+every call. Not for Megatron's CPU shims (those belong to the job: ``examples.megatron_job``)
 nor for ``forward_backward_no_pipelining`` (no pipeline). Imports torch and the standard library;
 megatron itself only through the module handed in.
 """

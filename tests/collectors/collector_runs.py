@@ -64,7 +64,7 @@ def example_job(
     return [
         sys.executable,
         "-m",
-        "collectors.example_job",
+        "examples.pipeline_job",
         "--schedule",
         schedule,
         "--ranks",

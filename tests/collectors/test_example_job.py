@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from collectors.example_job import JobConfig, parse_args, stages_of_rank
+from examples.pipeline_job import JobConfig, parse_args, stages_of_rank
 
 
 @pytest.mark.parametrize(
     ("job", "imported"),
     [
-        ("collectors.example_job", ["collectors", "collectors.example_deepseek", "collectors.example_job"]),
-        ("collectors.example_megatron", ["collectors", "collectors.example_megatron"]),
+        ("examples.pipeline_job", []),
+        ("examples.megatron_job", []),
     ],
 )
 def test_example_jobs_import_no_collector_or_tracekit_code(job: str, imported: list[str]) -> None:

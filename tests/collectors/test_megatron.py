@@ -65,7 +65,7 @@ def megatron_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Re
 
     def get(chunks: int) -> Recorded:
         if chunks not in runs:
-            job = [sys.executable, "-m", "collectors.example_megatron", "--ranks", str(RANKS)]
+            job = [sys.executable, "-m", "examples.megatron_job", "--ranks", str(RANKS)]
             job += ["--microbatches", str(MICROBATCHES), "--steps", "3", "--virtual-stages", str(chunks)]
             if chunks > 1:
                 job += ["--eval-step", "1"]

@@ -46,7 +46,7 @@ def job(
 ) -> list[str]:
     """The example job's command line with small actions (a step takes milliseconds)."""
     return [
-        sys.executable, "-m", "collectors.example_job", "--schedule", schedule, "--ranks", str(ranks),
+        sys.executable, "-m", "examples.pipeline_job", "--schedule", schedule, "--ranks", str(ranks),
         "--microbatches", str(microbatches), "--steps", str(steps), "--hidden", str(hidden), *extra,
     ]  # fmt: skip
 

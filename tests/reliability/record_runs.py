@@ -20,7 +20,7 @@ TRACEKIT = (sys.executable, "-c", "from tracekit.cli.main import main; main()")
 def example_job(schedule: str, *extra: str, ranks: int = 4, microbatches: int = 4, steps: int = 3) -> list[str]:
     """The example job's command line (real ranks, gloo on CPU, one thread each)."""
     return [
-        sys.executable, "-m", "collectors.example_job", "--schedule", schedule, "--ranks", str(ranks),
+        sys.executable, "-m", "examples.pipeline_job", "--schedule", schedule, "--ranks", str(ranks),
         "--microbatches", str(microbatches), "--steps", str(steps), "--hidden", "128", *extra,
     ]  # fmt: skip
 

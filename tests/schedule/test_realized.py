@@ -28,7 +28,7 @@ def _capture(job_schedule: str, out: Path) -> Path:
     record = "from tracekit.cli.main import main; main()"
     job = [
         "-m",
-        "collectors.example_job",
+        "examples.pipeline_job",
         "--schedule",
         job_schedule,
         "--ranks",

@@ -20,7 +20,7 @@ STEPS = 3
 """Job steps; steps 1 and 2 are captured."""
 
 SMALL_HIDDEN, SMALL_ROWS = 128, 16
-"""``benchmarks/example_model.py``'s size: the A/B pairs' model, so that a clean step is the schedule's, not the cores'."""
+"""``examples/small_model.py``'s size: the A/B pairs' model, so that a clean step is the schedule's, not the cores'."""
 
 PARALLEL = 2
 """Captures running at once (their ranks mostly sleep or wait)."""
@@ -44,11 +44,11 @@ class Job:
     """Data-parallel replicas of the ``ranks``-rank pipeline (``--dp``)."""
     microbatches: int = 8
     small: bool = False
-    """The model of ``benchmarks/example_model.py`` (its ranks' compute fits on two cores), not the job's default."""
+    """The model of ``examples/small_model.py`` (its ranks' compute fits on two cores), not the job's default."""
 
     def command(self, out: Path) -> list[str]:
         """``tracekit record`` of this job into ``out``."""
-        job = [sys.executable, "-m", "collectors.example_job", "--schedule", self.schedule,
+        job = [sys.executable, "-m", "examples.pipeline_job", "--schedule", self.schedule,
                "--ranks", str(self.ranks), "--microbatches", str(self.microbatches), "--steps", str(STEPS)]  # fmt: skip
         if self.small:
             job += ["--hidden", str(SMALL_HIDDEN), "--microbatch-rows", str(SMALL_ROWS)]

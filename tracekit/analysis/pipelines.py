@@ -10,7 +10,7 @@ its *pipeline rank* (its place in the group). The groups come from, in this orde
    other tools' traces) or names them wrongly:
 
    - ``contiguous:P``: ranks ``d*P .. d*P+P-1`` form replica d, pipeline rank ``rank % P``
-     (pipeline innermost: ``collectors/example_job.py --dp D``);
+     (pipeline innermost: ``examples/pipeline_job.py --dp D``);
    - ``strided:P``: ranks ``d, d+D, d+2D, ...`` form replica d, pipeline rank ``rank // D``, with
      D = world size / P (pipeline outermost: Megatron-core's pipeline groups are
      ``range(d, world_size, world_size // P)``);

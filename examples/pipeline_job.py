@@ -1,6 +1,6 @@
 """A small pipeline-parallel training job on CPU, to capture real traces of real schedules.
 
-Run it as ``python -m collectors.example_job --schedule dualpipev --ranks 4 --microbatches 8 --steps 3``;
+Run it as ``python -m examples.pipeline_job --schedule dualpipev --ranks 4 --microbatches 8 --steps 3``;
 it spawns its own ranks (torch.multiprocessing, gloo), or, when started by torchrun, runs as the
 rank torchrun made. ``--dp D`` runs D data-parallel replicas of the ``--ranks P`` pipeline (D x P
 processes): ranks d*P..d*P+P-1 form replica d (each pipeline its own ``dist.new_group``), and after
@@ -25,7 +25,7 @@ predates DualPipeV) first on PYTHONPATH.
 
 This is an example of a user's job, not part of the collector: it imports torch (and, for
 ``deepseek-dualpipe``, the ``dualpipe`` package) and nothing from tracekit or the collector (only
-its DeepSeek half, ``collectors.example_deepseek``), so ``tracekit record`` captures it exactly as
+its DeepSeek half, ``examples.deepseek_stages``), so ``tracekit record`` captures it exactly as
 it would capture any unmodified job. The two CPU shims DeepSeek's DualPipe needs live there, never
 in the collector.
 """
@@ -49,7 +49,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import nn
 
-from collectors import example_deepseek
+from examples import deepseek_stages
 
 STAGES_PER_RANK: dict[str, int] = {
     "gpipe": 1,
@@ -213,7 +213,7 @@ class StageModule(nn.Module):
 
     def __init__(self, config: JobConfig, seconds_slower: float, crash_after_forwards: int | None) -> None:
         super().__init__()
-        linear = example_deepseek.DeferredWeightLinear if config.schedule in DEEPSEEK else nn.Linear
+        linear = deepseek_stages.DeferredWeightLinear if config.schedule in DEEPSEEK else nn.Linear
         self.layers = nn.ModuleList(linear(config.hidden, config.hidden) for _ in range(config.layers))
         self.seconds_slower = seconds_slower
         self.spin = config.slow_how == "spin"
@@ -241,8 +241,8 @@ class OverlappingStageModule(StageModule):
     ``overlapped_forward_backward``: the module answers to both.
     """
 
-    overlapped_forward_backward = classmethod(example_deepseek.overlapped_forward_backward)
-    overlaped_forward_backward = classmethod(example_deepseek.overlapped_forward_backward)  # 1.0.0's spelling
+    overlapped_forward_backward = classmethod(deepseek_stages.overlapped_forward_backward)
+    overlaped_forward_backward = classmethod(deepseek_stages.overlapped_forward_backward)  # 1.0.0's spelling
 
 
 def stages_of_rank(config: JobConfig, rank: int) -> list[int]:
@@ -341,7 +341,7 @@ def make_trainer(config: JobConfig, rank: int) -> Callable[[int], None]:
     _slow_link(config, rank)
     pp_rank = rank % config.ranks
     if config.schedule in DEEPSEEK:
-        run_step = example_deepseek.dualpipe_step_fn(config, pp_rank, modules, _batch, pipeline_group)
+        run_step = deepseek_stages.dualpipe_step_fn(config, pp_rank, modules, _batch, pipeline_group)
     else:
         run_step = _torch_step_fn(config, pp_rank, modules, pipeline_group)
     parameters = [p for module in modules for p in module.parameters()]
@@ -393,7 +393,7 @@ def run_job(config: JobConfig) -> int:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         world_size = int(os.environ["WORLD_SIZE"])
         if world_size % config.dp:
-            print(f"example_job: {world_size} ranks do not form {config.dp} replicas", file=sys.stderr)
+            print(f"pipeline_job: {world_size} ranks do not form {config.dp} replicas", file=sys.stderr)
             return 1
         if world_size != config.world_size:
             config = JobConfig(**{**config.__dict__, "ranks": world_size // config.dp})
@@ -404,10 +404,10 @@ def run_job(config: JobConfig) -> int:
     try:
         mp.spawn(_spawned_rank, args=(config.world_size, config), nprocs=config.world_size, join=True)
     except mp.ProcessExitedException as error:
-        print(f"example_job: rank {error.error_index} exited with status {error.exit_code}", file=sys.stderr)
+        print(f"pipeline_job: rank {error.error_index} exited with status {error.exit_code}", file=sys.stderr)
         return 1
     except mp.ProcessRaisedException as error:
-        print(f"example_job: a rank failed:\n{error}", file=sys.stderr)
+        print(f"pipeline_job: a rank failed:\n{error}", file=sys.stderr)
         return 1
     return 0
 
@@ -422,7 +422,7 @@ def _rank_pair(text: str) -> tuple[int, int]:
 def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
     """Command-line arguments to a JobConfig."""
     parser = argparse.ArgumentParser(
-        prog="python -m collectors.example_job", description=__doc__.split("\n\n")[0]
+        prog="python -m examples.pipeline_job", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--schedule", choices=sorted(STAGES_PER_RANK), required=True)
     parser.add_argument("--ranks", type=int, default=4, help="pipeline ranks of one replica")
@@ -483,7 +483,7 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m collectors.example_job``."""
+    """Entry point of ``python -m examples.pipeline_job``."""
     return run_job(parse_args(argv))
 
 

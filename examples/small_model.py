@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Model:
-    """``collectors.example_job``'s ``--hidden`` and ``--microbatch-rows``."""
+    """``examples.pipeline_job``'s ``--hidden`` and ``--microbatch-rows``."""
 
     hidden: int = 128
     microbatch_rows: int = 16

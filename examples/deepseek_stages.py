@@ -1,4 +1,4 @@
-"""The DeepSeek DualPipe parts of the example job (``collectors.example_job``): what its stages need.
+"""The DeepSeek DualPipe parts of the example job (``examples.pipeline_job``): what its stages need.
 
 DualPipe's zero-bubble steps defer weight gradients (``DeferredWeightLinear``), its F&B hook
 (``overlapped_forward_backward``) and its step function with the two CPU shims DualPipe needs

@@ -1,6 +1,6 @@
 """A tiny Megatron-core GPT trained with pipeline parallelism on CPU, to capture real Megatron traces.
 
-Run it as ``python -m collectors.example_megatron --ranks 2 --microbatches 4 --steps 3`` (1F1B) or
+Run it as ``python -m examples.megatron_job --ranks 2 --microbatches 4 --steps 3`` (1F1B) or
 with ``--virtual-stages 2`` (interleaved 1F1B, two model chunks per rank). It spawns its own ranks
 (torch.multiprocessing, gloo, one thread each), or runs as the rank torchrun made. The model is
 megatron-core's own ``GPTModel`` with its local (non-Transformer-Engine) layer spec, trained
@@ -251,7 +251,7 @@ def run_job(config: MegatronJobConfig) -> int:
     try:
         mp.spawn(_train, args=(config.ranks, config), nprocs=config.ranks, join=True)
     except (mp.ProcessExitedException, mp.ProcessRaisedException) as error:
-        print(f"example_megatron: a rank failed:\n{error}", file=sys.stderr)
+        print(f"megatron_job: a rank failed:\n{error}", file=sys.stderr)
         return 1
     return 0
 
@@ -259,7 +259,7 @@ def run_job(config: MegatronJobConfig) -> int:
 def parse_args(argv: Sequence[str] | None = None) -> MegatronJobConfig:
     """Command-line arguments to a MegatronJobConfig."""
     parser = argparse.ArgumentParser(
-        prog="python -m collectors.example_megatron", description=__doc__.split("\n\n")[0]
+        prog="python -m examples.megatron_job", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--microbatches", type=int, default=4)
@@ -284,7 +284,7 @@ def parse_args(argv: Sequence[str] | None = None) -> MegatronJobConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m collectors.example_megatron``."""
+    """Entry point of ``python -m examples.megatron_job``."""
     return run_job(parse_args(argv))
 
 
