@@ -68,7 +68,9 @@ class Capture:
     Entering patches torch.distributed.pipelining schedules and DualPipe (now or when they are
     imported), so their ``step()`` calls count as steps and their actions are labelled; custom loops
     mark steps with ``cap.step()`` and actions with ``mark``. Each rank writes its own files; merge
-    them with ``collectors.write_manifest(out_dir)`` once every rank is done.
+    them with ``collectors.write_manifest(out_dir)`` once every rank is done. As with ``tracekit
+    record``, an earlier capture in ``out_dir`` is moved aside (``out_dir/earlier-STAMP``) only once
+    a rank of this run has written its trace; until then the files wait in a hidden directory.
     """
 
     def __init__(
@@ -87,7 +89,9 @@ class Capture:
             if steps.step != 1:
                 raise ValueError("steps must be a contiguous range")
             first, stop = steps.start, steps.stop
-        self.config = CaptureConfig(Path(out_dir), first, stop, os.environ.get("TRACEKIT_RUN_ID"), schedule)
+        self.config = CaptureConfig(
+            Path(out_dir), first, stop, os.environ.get("TRACEKIT_RUN_ID"), schedule, staged=True
+        )
         self.recorder = Recorder(self.config)
         self._patch = patch
         self._previous: Recorder | None = None

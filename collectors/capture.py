@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch.autograd.profiler import record_function
 
 from collectors import hooks, labels
+from collectors.aside import locked, move_aside
 from collectors.files import (
     check_written,
     describe_os_error,
@@ -49,7 +49,10 @@ from collectors.files import (
     report,
     write_json_atomic,
 )
+from collectors.identity import int_env, rank_and_world_size, shared_run_id
 from collectors.manifest import (
+    INCOMING_PREFIX,
+    RUN_ID_METADATA,
     RankEvalCalls,
     RankMeta,
     RankStatus,
@@ -77,6 +80,10 @@ class CaptureConfig:
     """Identifier shared by the ranks of one ``tracekit record`` run; lets the merge skip stale sidecars."""
     schedule: ScheduleInfo | None = None
     """For custom loops: the schedule to record when no patched schedule describes itself."""
+    staged: bool = False
+    """Write into ``out_dir/.tracekit-incoming-RUNID`` and move each rank's files into ``out_dir``
+    (an earlier run's files aside) once its trace is written: ``collectors.Capture``, which no
+    ``tracekit record`` does this for."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out_dir", Path(self.out_dir))
@@ -163,7 +170,7 @@ class Recorder:
         """Learn this process's rank once, while its process group is still up (it may be gone at exit)."""
         if not self._located:
             self._located = True
-            self._rank, self._world_size = _rank_and_world_size()
+            self._rank, self._world_size = rank_and_world_size()
 
     def begin_step(self, describe: Callable[[], ScheduleInfo | None] | None = None) -> None:
         """Called as a step starts; nested calls (a step() calling step()) count once."""
@@ -199,9 +206,11 @@ class Recorder:
         if in_window and error is not None:
             self._unfinished_step = self.next_step - self.config.first_step
             self.next_step += 1
+            unfinished = self._unfinished_step
             self._stop(
                 complete=False,
-                problem=f"step #{self._unfinished_step} of the window did not finish ({self._why(error)}); "
+                # Worded once the trace is written: the signal that stopped the rank is known by then.
+                problem=lambda: f"step #{unfinished} of the window did not finish ({self._why(error)}); "
                 "the trace is cut at its start",
             )
             return
@@ -238,12 +247,22 @@ class Recorder:
         self.armed, self._finished, self._captured, self._problems = True, False, 0, []
         self._unfinished_step = self._last_step_end_unix_ns = None
 
+    @property
+    def _write_dir(self) -> Path:
+        """Where this rank's files are written: the capture directory, or its incoming one when staged."""
+        if not self.config.staged:
+            return self.config.out_dir
+        return self.config.out_dir / f"{INCOMING_PREFIX}{self.config.run_id or 'unknown'}"
+
     def _why(self, error: BaseException) -> str:
         if self._signals.received is not None:
             return f"interrupted by {self._signals.received}"
         if isinstance(error, KeyboardInterrupt):
             return "interrupted by SIGINT"
         return f"it raised {type(error).__name__}"
+
+    def _how_stopped(self) -> str:
+        return f" ({self._why(KeyboardInterrupt())})" if self._signals.received else ""
 
     def _heartbeat(self) -> None:
         """Rewrite the sidecar after each captured step, so a rank that dies says where it stopped."""
@@ -274,10 +293,11 @@ class Recorder:
                     if self.config.stop_step is None
                     else self.config.stop_step - self.config.first_step
                 )
-                how = f" ({self._why(KeyboardInterrupt())})" if self._signals.received else ""
+                captured = self._captured
                 self._stop(
                     complete=False,
-                    problem=f"the job ended{how} after {self._captured} of {wanted} requested steps",
+                    problem=lambda: f"the job ended{self._how_stopped()} after {captured} of {wanted} "
+                    "requested steps",
                 )
         elif (
             self.armed
@@ -294,7 +314,7 @@ class Recorder:
     def _write_not_reached(self) -> None:
         """A recognized schedule ran, but never inside the window: say so, so the merge can tell."""
         try:
-            self.config.out_dir.mkdir(parents=True, exist_ok=True)
+            self._write_dir.mkdir(parents=True, exist_ok=True)
             self._write_sidecar("not-reached")
         except OSError as error:
             report(f"rank {self._rank}: cannot write to {self.config.out_dir}: {error}")
@@ -321,9 +341,11 @@ class Recorder:
 
     def _start(self) -> None:
         self._schedule = self._schedule or self.config.schedule
+        if self.config.run_id is None:
+            self.config = replace(self.config, run_id=shared_run_id())
         self._started_unix_ns = time.time_ns()
         try:
-            self.config.out_dir.mkdir(parents=True, exist_ok=True)
+            self._write_dir.mkdir(parents=True, exist_ok=True)
             self._write_sidecar("capturing")
         except OSError as error:
             why = describe_os_error(error)
@@ -338,13 +360,15 @@ class Recorder:
         except Exception as error:  # noqa: BLE001 - e.g. another profiler already running
             self._fail(f"cannot start torch.profiler: {error!r}; training continues without a trace")
             return
+        with contextlib.suppress(Exception):  # an older profiler without metadata: the sidecar still says
+            profiler.add_metadata(RUN_ID_METADATA, self.config.run_id or "")
         self._profiler = profiler
         self.labelling = True
         if self.live is not None:
             self.live.profiling = True
         self._signals.install()
 
-    def _stop(self, complete: bool, problem: str | None = None) -> None:
+    def _stop(self, complete: bool, problem: Callable[[], str] | None = None) -> None:
         self._signals.begin_writing()
         try:
             self._write_trace(complete, problem)
@@ -352,36 +376,55 @@ class Recorder:
             self._signals.uninstall()
             self._signals.end_writing()
 
-    def _write_trace(self, complete: bool, problem: str | None) -> None:
+    def _write_trace(self, complete: bool, problem: Callable[[], str] | None) -> None:
         profiler, self._profiler = self._profiler, None
         self.labelling = False
         if self.live is not None:
             self.live.profiling = False
         assert profiler is not None
         name = trace_name(self._rank, complete)
-        target = self.config.out_dir / name
+        target = self._write_dir / name
+        shown = self.config.out_dir / name  # what the user asked for, not the hidden staging path
         try:
             profiler.stop()
-            with tempfile.TemporaryDirectory(prefix=".tracekit-", dir=self.config.out_dir) as scratch:
+            with tempfile.TemporaryDirectory(prefix=".tracekit-", dir=self._write_dir) as scratch:
                 raw = Path(scratch) / "trace.json"
                 profiler.export_chrome_trace(str(raw))
-                check_written(raw, self.config.out_dir)
+                check_written(raw, self._write_dir)
                 gzip_file_atomic(raw, target)
         except OSError as error:
             self._fail(
-                f"cannot write {target}: {describe_os_error(error)}; training continues without this trace"
+                f"cannot write {shown}: {describe_os_error(error)}; training continues without this trace"
             )
             return
         except Exception as error:  # noqa: BLE001 - a profiler error must not stop training
-            self._fail(f"cannot write {target}: {error!r}; training continues without this trace")
+            self._fail(f"cannot write {shown}: {error!r}; training continues without this trace")
             return
         if problem is not None:
-            self._problem(problem)
+            self._problem(problem())
         try:
             self._write_sidecar("complete" if complete else "partial", trace=name)
         except OSError as error:
-            self._fail(f"cannot write the sidecar of {target}: {describe_os_error(error)}")
+            self._fail(f"cannot write the sidecar of {shown}: {describe_os_error(error)}")
         self._finished = True
+        if self.config.staged and not self._failed:
+            self._promote(name)
+
+    def _promote(self, trace: str) -> None:
+        """Staged: move this rank's files into the capture directory, another run's files aside first."""
+        final, incoming = self.config.out_dir, self._write_dir
+        try:
+            with locked(final):
+                moved_to = move_aside(final, keep_run_id=self.config.run_id)
+                for name in (trace, sidecar_name(self._rank)):
+                    os.replace(incoming / name, final / name)
+        except OSError as error:
+            self._problem(f"cannot move this rank's files into {final} ({describe_os_error(error)}); they are in {incoming}")
+            return
+        if moved_to is not None:
+            report(f"rank {self._rank}: moved the earlier capture in {final} to {moved_to}")
+        with contextlib.suppress(OSError):
+            incoming.rmdir()  # the last rank out removes it; a rank still writing keeps it
 
     def _fail(self, message: str) -> None:
         self._failed = True
@@ -402,7 +445,7 @@ class Recorder:
             run_id=self.config.run_id,
             rank=self._rank,
             world_size=self._world_size,
-            local_rank=_int_env("LOCAL_RANK"),
+            local_rank=int_env("LOCAL_RANK"),
             host=socket.gethostname(),
             pid=os.getpid(),
             torch_version=torch.__version__,
@@ -424,18 +467,7 @@ class Recorder:
             written_unix_ns=time.time_ns(),
         )
         write = overwrite_json if overwrite else write_json_atomic
-        write(self.config.out_dir / sidecar_name(self._rank), to_json(meta))
-
-
-def _int_env(name: str) -> int | None:
-    value = os.environ.get(name, "")
-    return int(value) if value.isdigit() else None
-
-
-def _rank_and_world_size() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return _int_env("RANK") or 0, _int_env("WORLD_SIZE") or 1
+        write(self._write_dir / sidecar_name(self._rank), to_json(meta))
 
 
 _current: Recorder | None = None
@@ -476,7 +508,7 @@ def _adopt_env_recorder() -> None:
         return
     from collectors import live
 
-    timer = live.from_env(os.environ, _rank_and_world_size)
+    timer = live.from_env(os.environ, rank_and_world_size)
     # Live mode without --steps: no window until the aggregator asks for one.
     _current = Recorder(config, live=timer, armed=timer is None or "TRACEKIT_STEPS" in os.environ)
     # A normal exit writes what an unfinished window holds (e.g. TRACEKIT_STEPS=all).

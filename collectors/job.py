@@ -2,12 +2,16 @@
 
 ``run_job`` starts the command in its own process group and (on Linux) makes this process the
 subreaper of everything the command starts, so a rank whose launcher dies is re-parented here
-rather than to PID 1. SIGINT, SIGTERM and SIGHUP sent to this process are passed to the job's
-process group (a terminal's Ctrl-C reaches only this process, since the job has a group of its
-own); the job then has ``grace_s`` seconds to wind down (the collector writes what each rank
-captured), after which every process still alive is killed. A second signal kills at once. When the
-command exits by itself but leaves processes behind, they get ``grace_s`` seconds, then SIGTERM,
-then ``grace_s`` more, then SIGKILL.
+rather than to PID 1. Every stop signal sent to this process (``collectors.stopping.STOP_SIGNALS``:
+SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2) is passed to the job's process group (a terminal's
+Ctrl-C reaches only this process, since the job has a group of its own); the job then has
+``grace_s`` seconds to wind down (the collector writes what each rank captured), after which every
+process still alive is killed. The first signal is answered on stderr. Signals that follow within
+``REPEAT_WINDOW_S`` count as the same one (``timeout --foreground`` and other wrappers pass on the
+Ctrl-C they also received), and so does any repeated signal other than SIGINT (a scheduler
+repeating SIGTERM): only a second, deliberate Ctrl-C, after the first was answered, kills at once.
+When the command exits by itself but leaves processes behind, they get ``grace_s`` seconds, then
+SIGTERM, then ``grace_s`` more, then SIGKILL.
 
 The job runs in a background process group: it cannot read from the terminal. Not for the
 capture itself (``collectors.launch``). Standard library only.
@@ -26,10 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from collectors.files import report
 from collectors.manifest import Interruption
+from collectors.stopping import STOP_SIGNALS
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FORWARDED = STOP_SIGNALS
 """Signals passed on to the job."""
+REPEAT_WINDOW_S = 1.0
+"""A signal this soon after the first counts as the same one: no person presses Ctrl-C twice
+within a second on purpose, but a wrapper passing the terminal's Ctrl-C on does it within microseconds."""
 
 _PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.05
@@ -62,6 +71,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (Linux /proc; True elsewhere)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
 def _descendants(roots: list[int]) -> list[int]:
     """``roots`` and every process below them."""
     found, pending = [], list(roots)
@@ -84,11 +104,26 @@ class _Job:
         self.process = subprocess.Popen(list(command), env=env, process_group=0)
         self.signals: list[tuple[signal.Signals, int]] = []
         self.killed = False
+        self.killed_at_once = False
 
     def on_signal(self, number: int, _frame: FrameType | None) -> None:
-        self.signals.append((signal.Signals(number), time.time_ns()))
-        self.send(signal.SIGKILL if len(self.signals) > 1 else signal.Signals(number))
-        self.killed = self.killed or len(self.signals) > 1
+        received = signal.Signals(number)
+        now_ns = time.time_ns()
+        self.signals.append((received, now_ns))
+        if len(self.signals) == 1:
+            self.send(received)
+            again = "; Ctrl-C again stops it at once" if self.grace_s > REPEAT_WINDOW_S else ""
+            report(
+                f"received {received.name}: the job's ranks are writing what they captured; "
+                f"waiting up to {self.grace_s:g} s for them{again}"
+            )
+            return
+        first_ns = self.signals[0][1]
+        deliberate = received == signal.SIGINT and now_ns - first_ns > REPEAT_WINDOW_S * 1e9
+        if deliberate and not self.killed:
+            report("received SIGINT again: stopping the job at once")
+            self.send(signal.SIGKILL)
+            self.killed = self.killed_at_once = True
 
     def adopted(self) -> list[int]:
         """Processes of the job whose parent died: as subreaper, they are now this process's children."""
@@ -103,7 +138,8 @@ class _Job:
         """Send ``number`` to the job's process group and, to stop it, to each of its processes."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, number)
-        if number in (signal.SIGKILL, signal.SIGTERM) and self.subreaper:
+        # SIGINT goes to the group only: a launcher's own Ctrl-C handling must not run twice.
+        if number != signal.SIGINT and self.subreaper:
             for pid in self.processes():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, number)
@@ -140,12 +176,14 @@ class _Job:
                     self.killed = True
             elif self.process.returncode is not None:
                 if not leftover_deadlines:
-                    left_behind = len(self.processes()) if self.subreaper else 1
                     leftover_deadlines = [now + self.grace_s, now + 2 * self.grace_s]
                 elif now > leftover_deadlines[-1]:
                     self.send(signal.SIGKILL)
                     leftover_deadlines = [float("inf")]
                 elif len(leftover_deadlines) == 2 and now > leftover_deadlines[0]:
+                    # Counted only now: a helper that is itself exiting as the command ends (the
+                    # multiprocessing resource tracker) is not left behind.
+                    left_behind = len([pid for pid in self.processes() if _running(pid)]) if self.subreaper else 1
                     self.send(signal.SIGTERM)
                     leftover_deadlines = leftover_deadlines[1:]
             time.sleep(_POLL_S)
@@ -154,7 +192,9 @@ class _Job:
         if self.signals:
             number, received_ns = self.signals[0]
             # What a shell reports for a command stopped by the signal: 130 for SIGINT, 143 for SIGTERM.
-            return JobOutcome(128 + number, Interruption(number.name, received_ns, self.killed), left_behind)
+            after_grace = self.killed and not self.killed_at_once
+            stop = Interruption(number.name, received_ns, after_grace, self.killed_at_once)
+            return JobOutcome(128 + number, stop, left_behind)
         code = self.process.returncode
         return JobOutcome(128 - code if code < 0 else code, None, left_behind)
 
@@ -165,7 +205,9 @@ def run_job(command: Sequence[str], env: dict[str, str] | None, grace_s: float) 
     previous = {}
     with contextlib.suppress(ValueError):  # not the main thread: signals stay where they were
         for number in FORWARDED:
-            previous[number] = signal.signal(number, job.on_signal)
+            # An ignored signal stays ignored (``nohup tracekit record``), as a shell leaves it.
+            if signal.getsignal(number) != signal.SIG_IGN:
+                previous[number] = signal.signal(number, job.on_signal)
     try:
         return job.wait()
     finally:

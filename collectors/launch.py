@@ -8,9 +8,9 @@ signals passed on, bounded stop, nothing left running), and writes ``run.json``.
 
 No capture is ever destroyed by a later one. The ranks write into a fresh hidden directory
 ``DIR/.tracekit-incoming-RUNID``; only once the job has ended and at least one rank has written
-its files there (the new capture really began) is an earlier capture in DIR moved aside, into
+its trace there (the new capture really began) is an earlier capture in DIR moved aside, into
 ``DIR/earlier-YYYYMMDDTHHMMSSZ``, and the new files moved into DIR. A command that cannot start,
-or a job that ends before any rank reaches the window, leaves DIR as it was. Should ``record``
+or a job that ends before any rank wrote a trace, leaves DIR as it was. Should ``record``
 itself be killed (SIGKILL), the new files stay in the hidden directory and DIR is untouched.
 
 If DIR cannot be written, the command still runs, without capture, and the reason is reported.
@@ -31,18 +31,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from collectors.aside import capture_files, move_aside
 from collectors.files import describe_os_error, report, write_json_atomic
 from collectors.job import JobOutcome, run_job
-from collectors.manifest import CAPTURE_FILES, MANIFEST_NAME, Manifest
+from collectors.manifest import INCOMING_PREFIX, MANIFEST_NAME, TRACE_FILE, Manifest
 from collectors.merge import build_manifest
 
 INJECT_DIR = Path(__file__).resolve().parent / "inject"
 """Holds the sitecustomize.py that every Python process of the job runs at start-up."""
 
-INCOMING_PREFIX = ".tracekit-incoming-"
-"""Name prefix of the directory a capture is written into before it replaces an earlier one."""
-EARLIER_PREFIX = "earlier-"
-"""Name prefix of the directory an earlier capture is moved into."""
 STOP_GRACE_S = 30.0
 """Seconds the job gets to write its traces after a signal (or after its command exits leaving
 processes behind) before they are killed."""
@@ -139,31 +136,9 @@ def take_no_torch_notes(directory: Path) -> tuple[str, ...]:
     return tuple(sorted(python for python in pythons if python))
 
 
-def _capture_files(directory: Path) -> list[Path]:
-    return sorted(path for path in directory.iterdir() if CAPTURE_FILES.match(path.name))
-
-
-def _move_earlier_aside(out_dir: Path) -> Path | None:
-    """Move an earlier capture's files into ``out_dir/earlier-STAMP``; None when there is none."""
-    earlier = _capture_files(out_dir)
-    if not earlier:
-        return None
-    newest = max(path.stat().st_mtime for path in earlier)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(newest))
-    target = out_dir / f"{EARLIER_PREFIX}{stamp}"
-    suffix = 1
-    while target.exists():
-        suffix += 1
-        target = out_dir / f"{EARLIER_PREFIX}{stamp}-{suffix}"
-    target.mkdir()
-    for path in earlier:
-        os.replace(path, target / path.name)
-    return target
-
-
 def _promote(incoming: Path, out_dir: Path) -> Path | None:
     """Move the new capture from ``incoming`` into ``out_dir``, the earlier one aside; returns where it went."""
-    moved_to = _move_earlier_aside(out_dir)
+    moved_to = move_aside(out_dir)
     for path in sorted(incoming.iterdir()):
         os.replace(path, out_dir / path.name)
     incoming.rmdir()
@@ -223,13 +198,15 @@ def record(
     if strays:
         problem = f"removed {len(strays)} temporary files left by killed writers"
         manifest = dataclasses.replace(manifest, problems=(*manifest.problems, problem))
-    # Begun: a rank wrote its files (or a live capture its directory) there.
-    began = any(True for _ in incoming.iterdir())
-    if not began:
+    # Begun: a rank wrote its trace there. Sidecars alone (ranks that never reached the window, or
+    # died in it) are no capture to replace an earlier one with.
+    began = any(TRACE_FILE.match(path.name) for path in incoming.iterdir())
+    if not began and capture_files(out_dir):
         shutil.rmtree(incoming, ignore_errors=True)
-        if _capture_files(out_dir):
-            report(f"nothing was captured; the earlier capture in {out_dir} is left as it was")
-            return RecordOutcome(job.exit_code, manifest, None)
+        report(f"no rank wrote a trace; the earlier capture in {out_dir} is left as it was")
+        return RecordOutcome(job.exit_code, manifest, None)
+    if not any(True for _ in incoming.iterdir()):
+        shutil.rmtree(incoming, ignore_errors=True)
         return _finish(job, manifest, out_dir, None)
     try:
         moved_to = _promote(incoming, out_dir)

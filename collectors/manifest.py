@@ -28,6 +28,12 @@ SIDECAR_FORMAT = "tracekit-rank-meta/1"
 """``format`` of a rank's sidecar."""
 SIDECAR = re.compile(r"^rank(\d+)\.meta\.json$")
 """A rank's sidecar file name; group 1 is the rank."""
+RUN_ID_METADATA = "tracekit_run_id"
+"""Key of the run id in each trace's top-level metadata (beside ``distributedInfo``)."""
+INCOMING_PREFIX = ".tracekit-incoming-"
+"""Name prefix of the directory a capture is written into before it joins (or replaces) DIR's."""
+TRACE_FILE = re.compile(r"^rank(\d+)(\.partial)?\.json\.gz$")
+"""A rank's trace file name; group 1 is the rank."""
 CAPTURE_FILES = re.compile(r"^(rank\d+(\.partial)?\.json\.gz|rank\d+\.meta\.json|run\.json)$")
 """Every file name a capture writes: what ``tracekit record`` clears from a reused directory."""
 
@@ -243,6 +249,8 @@ class Interruption:
     """When record received it (wall clock)."""
     killed_after_grace: bool
     """True when processes of the job were still alive after the grace time and were killed."""
+    killed_at_once: bool = False
+    """True when a second, deliberate Ctrl-C killed the job before the grace time was up."""
 
 
 STEPS_NOTE = "tracekit:step#n is job step requested[0] + n (steps count step() calls from 0)"
@@ -387,6 +395,9 @@ def parse_rank_meta(payload: Any) -> RankMeta:
 
 __all__ = [
     "CAPTURE_FILES",
+    "INCOMING_PREFIX",
+    "RUN_ID_METADATA",
+    "TRACE_FILE",
     "MANIFEST_FORMAT",
     "MANIFEST_NAME",
     "SIDECAR",

@@ -15,9 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from collectors.aside import describe_runs, runs_in
 from collectors.files import read_json, write_json_atomic
 from collectors.hooks import RECOGNIZED
 from collectors.manifest import (
+    INCOMING_PREFIX,
     MANIFEST_NAME,
     SIDECAR,
     EvalSteps,
@@ -255,7 +257,19 @@ def build_manifest(
     ``without_torch``: the job's Python interpreters that had no torch (and so captured nothing).
     """
     problems: list[str] = []
+    runs = runs_in(out_dir)
+    if len(runs) > 1:
+        # Never declared complete: its figures would be of no real run (tracekit refuses it too).
+        problems.append(f"two runs mixed in {out_dir}, so it is not one capture: {describe_runs(runs)}")
     metas = read_sidecars(out_dir, run_id, problems)
+    known = [key for key in runs if key is not None]
+    ours = run_id or (known[0] if len(known) == 1 else None)
+    if ours is not None:
+        # Staged ranks (collectors.Capture) that died or never reached the window left their
+        # sidecars in the hidden incoming directory.
+        staged = read_sidecars(out_dir / f"{INCOMING_PREFIX}{ours}", ours, problems)
+        metas = {**staged, **metas}
+    mixed = bool(problems) and problems[0].startswith("two runs mixed")
     world_size = max([meta.world_size for meta in metas.values()] + [max(metas, default=-1) + 1])
     if not metas and without_torch:
         problems.append(
@@ -290,7 +304,7 @@ def build_manifest(
     torch_version = _agreed([meta.torch_version for meta in metas.values()], "torch version", problems)
     return Manifest(
         run_id=run_id,
-        complete=bool(ranks) and all(entry.complete for entry in ranks),
+        complete=bool(ranks) and all(entry.complete for entry in ranks) and not mixed,
         world_size=world_size,
         schedule=schedule,
         pp_size=None if schedule is None else schedule.pp_size,

@@ -1,49 +1,74 @@
-"""How a rank that is capturing reacts to SIGINT and SIGTERM: it writes what it captured, then stops.
+"""How a rank that is capturing reacts to a stop signal: it writes what it captured, then stops.
 
-Python turns SIGINT into KeyboardInterrupt, but SIGTERM (what launchers such as torchrun and
-torch.multiprocessing send to the surviving ranks when one dies, and what ``tracekit record``
-passes on) kills a process outright, losing its profiler's buffer. While a capture window is open,
-``SignalGuard`` takes over both signals, only where the job left Python's defaults in place and
-only on the main thread: the signal becomes an exception (KeyboardInterrupt for SIGINT,
-SystemExit(143) for SIGTERM) that unwinds the job as usual, so the step in progress is marked
-unfinished and the trace written. A signal that arrives while the collector is writing waits until
-the write is done, and so does a second signal. The job's own handlers are never replaced; the defaults come back when the
-window closes.
+Terminals, launchers and schedulers stop a job with one of several signals: SIGINT (Ctrl-C),
+SIGTERM (``kill``, torchrun and torch.multiprocessing when a rank dies, Slurm at the time limit),
+SIGHUP (a closed terminal, an SSH drop, a killed tmux session), SIGQUIT (Ctrl-\\) and SIGUSR1/2
+(what Slurm's ``--signal`` sends before the time limit). All but SIGINT kill a process outright by
+default, losing its profiler's buffer. While a capture window is open, ``SignalGuard`` takes over
+every one of them, only where the job left Python's defaults in place and only on the main thread:
+the signal becomes an exception (KeyboardInterrupt for SIGINT, SystemExit(128 + N) for the others)
+that unwinds the job as usual, so the step in progress is marked unfinished and the trace written.
+
+One exception is raised per window: later signals (a launcher passing on what the rank also got
+from its process group, torch.multiprocessing's parent-death SIGINT) are only noted, so they never
+cut short the unwinding or the trace write the first one started. A signal that arrives while the
+collector is writing waits until the write is done. The name recorded is the signal that stopped
+the job: a SIGINT that arrives because the rank's parent died (``PR_SET_PDEATHSIG``, how
+torch.multiprocessing ties its ranks to it) gives way to the signal that killed the parent. The
+job's own handlers are never replaced; the defaults come back when the window closes.
 
 Not for the capture state machine (``collectors.capture``). Standard library only.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-_GUARDED = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
+)
+"""Every signal that ends a capture the same way (SIGINT first: it is the one Python raises itself)."""
+
+
+def _default(number: int) -> Callable[..., Any] | int:
+    return signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
 
 
 class SignalGuard:
-    """Turns SIGINT/SIGTERM into exceptions while installed, deferring them inside ``writing()`` blocks."""
+    """Turns stop signals into one exception while installed, deferring it inside ``writing()`` blocks."""
 
     def __init__(self) -> None:
-        self.received: str | None = None
-        """Name of the first signal received while installed, e.g. ``SIGTERM``."""
         self._previous: dict[int, Any] = {}
         self._writing = 0
         self._pending: int | None = None
+        self._raised = False
+        self._parent: int | None = None
+        self._names: list[tuple[str, bool]] = []
+        """Each signal received while installed, and whether it was the parent-death SIGINT."""
+
+    @property
+    def received(self) -> str | None:
+        """Name of the signal that stopped this rank, e.g. ``SIGTERM``; None when none came."""
+        for name, parent_died in self._names:
+            if not parent_died:
+                return name
+        return self._names[0][0] if self._names else None
 
     def install(self) -> None:
-        """Take over the signals whose handlers are still Python's defaults (main thread only)."""
+        """Take over the stop signals whose handlers are still Python's defaults (main thread only)."""
         if threading.current_thread() is not threading.main_thread():
             return
-        defaults: dict[int, Callable[..., Any] | int] = {
-            signal.SIGINT: signal.default_int_handler,
-            signal.SIGTERM: signal.SIG_DFL,
-        }
-        for number in _GUARDED:
-            if signal.getsignal(number) is defaults[number]:
+        self._parent = os.getppid()
+        self._raised = False
+        for number in STOP_SIGNALS:
+            if signal.getsignal(number) is _default(number):
                 self._previous[number] = signal.signal(number, self._on_signal)
 
     def uninstall(self) -> None:
@@ -71,17 +96,17 @@ class SignalGuard:
         self._writing += 1
 
     def _on_signal(self, number: int, _frame: FrameType | None) -> None:
-        if self.received is None:
-            self.received = signal.Signals(number).name
+        parent_died = number == signal.SIGINT and self._parent is not None and os.getppid() != self._parent
+        self._names.append((signal.Signals(number).name, parent_died))
+        if self._raised or self._pending is not None:
+            return  # the first signal is already ending the window: this one is only noted
         if self._writing:
             self._pending = number
             return
         self._raise(number)
 
     def _raise(self, number: int) -> None:
-        # Still installed: a second signal (torch.multiprocessing's ranks get SIGINT when their
-        # parent dies) must not cut the trace write the first one started. Once the window closes
-        # the defaults are back; ``tracekit record`` kills after its grace time in any case.
+        self._raised = True
         if number == signal.SIGINT:
             raise KeyboardInterrupt
         raise SystemExit(128 + number)

@@ -57,7 +57,13 @@ def _interruption_lines(manifest: Manifest) -> tuple[str, ...]:
     stop = manifest.interruption
     if stop is None:
         return ()
-    how = "killed after the grace time" if stop.killed_after_grace else "stopped within the grace time"
+    how = (
+        "killed at once by a second Ctrl-C"
+        if stop.killed_at_once
+        else "killed after the grace time"
+        if stop.killed_after_grace
+        else "stopped within the grace time"
+    )
     return (f"interrupted by {stop.signal}: the job was {how}; steps that did not finish are not counted",)
 
 

@@ -8,7 +8,9 @@ finds, for each trace cut off by a signal or a crash, the start of its unfinishe
 (``RankSteps.unfinished``): the analysis leaves out everything from there on, so a step that did
 not finish is never counted.
 
-Traces without a sidecar (other tools' captures) are taken as they are. Not for reading the trace
+Each trace also carries its run id itself (``collectors.aside.trace_run_id``), so traces of two
+runs copied together without their sidecars are refused too. Traces with neither a sidecar nor a
+run id (other tools' captures) are taken as they are. Not for reading the trace
 events (``tracekit.trace.kineto``) nor for the manifest (``collectors.manifest``).
 """
 
@@ -21,6 +23,7 @@ from pathlib import Path
 import orjson
 import polars as pl
 
+from collectors.aside import trace_run_id
 from collectors.labels import step_label
 from collectors.manifest import Manifest, RankMeta, SchemaError, parse_rank_meta, sidecar_name
 from tracekit.errors import TracekitError
@@ -57,17 +60,48 @@ def read_sidecars(files: list[Path]) -> dict[Path, RankMeta]:
     return metas
 
 
-def _describe(key: tuple[str | None, int, str | None]) -> str:
+def _describe(key: tuple[str | None, int | None, str | None]) -> str:
     run_id, world_size, schedule = key
-    return f"run {run_id[:8] if run_id else '(no id)'} (world size {world_size}, schedule {schedule or '?'})"
+    named = f"run {run_id[:8] if run_id else '(no id)'}"
+    if world_size is None and schedule is None:
+        return named  # a trace without a sidecar: its run id is all it says
+    return f"{named} (world size {world_size}, schedule {schedule or '?'})"
 
 
-def check_one_capture(metas: dict[Path, RankMeta], manifest: Manifest | None, root: Path) -> None:
-    """TracekitError naming each run's files when the traces (or run.json) come from more than one capture."""
-    runs: dict[tuple[str | None, int, str | None], list[str]] = {}
-    for path, meta in sorted(metas.items()):
-        key = (meta.run_id, meta.world_size, None if meta.schedule is None else meta.schedule.name)
+def trace_run_ids(files: list[Path]) -> dict[Path, str | None]:
+    """Trace file -> the run id it carries itself (``collectors.aside.trace_run_id``).
+
+    Only the collector's own file names are read to their end for an older trace's ``traceName``;
+    other tools' traces are read for their header alone.
+    """
+    return {path: trace_run_id(path, read_to_end=bool(_COLLECTOR_TRACE.match(path.name))) for path in files}
+
+
+def check_one_capture(
+    metas: dict[Path, RankMeta],
+    manifest: Manifest | None,
+    root: Path,
+    run_ids: dict[Path, str | None] | None = None,
+) -> None:
+    """TracekitError naming each run's files when the traces (or run.json) come from more than one capture.
+
+    ``run_ids``: the run id each trace file carries itself (``trace_run_ids``), which names a trace's
+    run when it has no sidecar, and wins over its sidecar's when the two disagree.
+    """
+    runs: dict[tuple[str | None, int | None, str | None], list[str]] = {}
+    for path in sorted(set(metas) | set(run_ids or {})):
+        meta = metas.get(path)
+        own = (run_ids or {}).get(path)
+        if meta is None:
+            key: tuple[str | None, int | None, str | None] = (own, None, None)
+        else:
+            key = (own or meta.run_id, meta.world_size, None if meta.schedule is None else meta.schedule.name)
         runs.setdefault(key, []).append(path.name)
+    for key in [key for key in runs if key[1:] == (None, None)]:
+        # A trace without a sidecar joins the run its own id names, when sidecars describe that run.
+        described = next((other for other in runs if other[0] == key[0] and other[1:] != (None, None)), None)
+        if described is not None:
+            runs[described] = sorted(runs[described] + runs.pop(key))
     if manifest is not None and manifest.run_id is not None:
         schedule = None if manifest.schedule is None else manifest.schedule.name
         key = (manifest.run_id, manifest.world_size, schedule)

@@ -32,7 +32,14 @@ import polars as pl
 from collectors.manifest import MANIFEST_NAME, SIDECAR, Manifest, RankMeta, SchemaError, parse_manifest
 from tracekit.errors import TracekitError
 from tracekit.trace.kineto import TraceInfo, read_trace
-from tracekit.trace.provenance import Cut, check_one_capture, cut_points, cut_warning, read_sidecars
+from tracekit.trace.provenance import (
+    Cut,
+    check_one_capture,
+    cut_points,
+    cut_warning,
+    read_sidecars,
+    trace_run_ids,
+)
 from tracekit.trace.schema import EVENT_SCHEMA, EVENT_SCHEMA_VERSION, empty_events, validate_events
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
@@ -304,7 +311,7 @@ def assemble_run(
     where only the workers that wrote them can read them.
     """
     infos = [info for _, info in results]
-    check_one_capture(metas, manifest, root)
+    check_one_capture(metas, manifest, root, trace_run_ids(files))
     world_size = _check_one_run(infos, manifest, root)
     order = sorted(range(len(results)), key=lambda index: infos[index].rank)
     present = {info.rank for info in infos}
