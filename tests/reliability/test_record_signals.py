@@ -95,8 +95,10 @@ def test_no_process_of_the_job_outlives_record(request: pytest.FixtureRequest, w
     assert [pid for pid in stopped.pids if alive(pid)] == []
 
 
-@pytest.mark.parametrize("which", ["ctrl_c", "sigterm"])
-def test_every_rank_keeps_a_partial_trace_and_the_files_agree(request: pytest.FixtureRequest, which: str) -> None:
+@pytest.mark.parametrize(("which", "name"), [("ctrl_c", "SIGINT"), ("sigterm", "SIGTERM")])
+def test_every_rank_keeps_a_partial_trace_and_the_files_agree(
+    request: pytest.FixtureRequest, which: str, name: str
+) -> None:
     stopped: Interrupted = request.getfixturevalue(which)
 
     written = manifest(stopped.out_dir)
@@ -104,6 +106,8 @@ def test_every_rank_keeps_a_partial_trace_and_the_files_agree(request: pytest.Fi
     assert written["complete"] is False and written["world_size"] == RANKS
     for rank, entry in enumerate(written["ranks"]):
         assert (entry["status"], entry["trace"]) == ("partial", f"rank{rank}.partial.json.gz"), entry
+        # torch.multiprocessing's ranks also get SIGINT as their parent dies: SIGTERM stopped them.
+        assert entry["interrupted_by"] == name, entry
         assert (stopped.out_dir / entry["trace"]).is_file()
     names = sorted(path.name for path in stopped.out_dir.iterdir())
     expected = [f"rank{r}.meta.json" for r in range(RANKS)] + [f"rank{r}.partial.json.gz" for r in range(RANKS)]
@@ -163,6 +167,7 @@ def test_a_job_that_ignores_the_signal_is_killed_after_the_grace_time(tmp_path: 
         "signal": "SIGTERM",
         "received_unix_ns": manifest(tmp_path)["interruption"]["received_unix_ns"],
         "killed_after_grace": True,
+        "killed_at_once": False,
     }
 
 
@@ -178,3 +183,11 @@ def test_processes_a_job_leaves_behind_are_stopped(tmp_path: Path) -> None:
     assert done.returncode == NOTHING_CAPTURED_EXIT, done.stderr[-3000:]
     assert manifest(tmp_path)["left_behind"] == 1
     assert not alive(int(done.stdout.split()[0]))
+
+
+def test_a_clean_run_leaves_nothing_behind(tmp_path: Path) -> None:
+    # torch.multiprocessing's resource tracker is still exiting as the job's command ends.
+    done = run(record_args(tmp_path, example_job("1f1b", ranks=2, microbatches=2)), timeout_s=180)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert manifest(tmp_path)["left_behind"] == 0

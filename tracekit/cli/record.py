@@ -7,6 +7,9 @@ when the command succeeded but no rank captured anything: then ``NOTHING_CAPTURE
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +70,22 @@ def _interruption_lines(manifest: Manifest) -> tuple[str, ...]:
     return (f"interrupted by {stop.signal}: the job was {how}; steps that did not finish are not counted",)
 
 
+def _emit_if_anyone_reads(result: Result, fmt: Format) -> None:
+    """``emit``, unless what reads record's output is gone: the capture is on disk by now and the
+    exit status must stay the job's (a closed terminal, ``| tee log`` stopped by the same Ctrl-C)."""
+    try:
+        emit(result, fmt)
+        sys.stdout.flush()
+    # BrokenPipeError, or EIO from a terminal that was closed; rich answers a broken pipe itself
+    # with SystemExit(1), which would replace the job's status.
+    except (OSError, SystemExit):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(devnull, stream.fileno())  # so the flush at exit cannot fail either
+        os.close(devnull)
+
+
 @click.command("record", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option(
     "--out",
@@ -113,7 +132,7 @@ def command(
             outcome = record_live(command, out_dir, steps if explicit else None, options)
         except OSError as error:
             raise TracekitError(f"cannot run {command[0]!r}: {error.strerror or error}") from None
-        emit(live_result(outcome, out_dir), fmt)
+        _emit_if_anyone_reads(live_result(outcome, out_dir), fmt)
         ctx.exit(outcome.exit_code)
     try:
         outcome = record(command, out_dir, steps, grace_s)
@@ -131,5 +150,5 @@ def command(
         warnings = (
             manifest.problems + manifest.collector_problems + _interruption_lines(manifest) + manifest.notes
         )
-        emit(Result(payload=manifest.to_json(), tables=(table,), warnings=warnings), fmt)
+        _emit_if_anyone_reads(Result(payload=manifest.to_json(), tables=(table,), warnings=warnings), fmt)
     ctx.exit(NOTHING_CAPTURED_EXIT if outcome.nothing_captured else outcome.exit_code)
