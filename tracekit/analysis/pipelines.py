@@ -149,6 +149,8 @@ def resolve_groups(
         groups = PipelineGroups(named, MANIFEST_NAME)
     else:
         return ONE_PIPELINE, ()
+    if manifest is not None:
+        _check_same_stages(groups, manifest.rank_to_stages, root)
     outside = [rank for rank in ranks if rank not in groups.replica_of]
     if outside:
         where = Path(root) / MANIFEST_NAME if groups.source == MANIFEST_NAME else root
@@ -158,6 +160,26 @@ def resolve_groups(
             where,
         )
     return groups, warnings
+
+
+def _check_same_stages(
+    groups: PipelineGroups, rank_to_stages: dict[int, tuple[int, ...]], root: Path | str
+) -> None:
+    """TracekitError when two replicas' ranks at one pipeline position hold different stages.
+
+    Replicas are copies of one pipeline: a layout that makes ``contiguous:2`` replicas of a single
+    4-stage pipeline would compare stage 0 with stage 2 as if they were the same work.
+    """
+    for position in range(min(len(group) for group in groups.groups)):
+        held = {group[position]: rank_to_stages.get(group[position]) for group in groups.groups}
+        known = {rank: stages for rank, stages in held.items() if stages is not None}
+        if len(set(known.values())) > 1:
+            shown = ", ".join(f"rank {rank} stages {list(stages)}" for rank, stages in known.items())
+            raise TracekitError(
+                f"{groups.source}: its replicas hold different stages at pipeline rank {position} "
+                f"({shown}), so they are not copies of one pipeline; pass the layout the job used",
+                root,
+            )
 
 
 def with_replicas(actions: pl.DataFrame, groups: PipelineGroups) -> pl.DataFrame:

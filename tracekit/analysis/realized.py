@@ -140,6 +140,11 @@ def _assign_steps(actions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             pl.when(pl.col("start_ns") < pl.col("span_end")).then(pl.col("span_step")).alias("step")
         )
+        .with_columns(
+            # An action cannot outlast the step it started in: its ``dur`` is bad (rank_labels leaves it out).
+            (pl.col("step").is_not_null() & (pl.col("end_ns") > pl.col("span_end"))).alias("overran"),
+            (pl.col("end_ns") - pl.col("span_end")).alias("overrun_ns"),
+        )
         .drop("span_step", "span_start", "span_end")
     )
     by_occurrence = (
@@ -147,8 +152,9 @@ def _assign_steps(actions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
         .sort("rank", "start_ns")
         # Count per label format, so a torch span and the collector span inside it share a step.
         .with_columns(pl.int_range(pl.len()).over([*_ACTION_KEY, "source"]).cast(pl.Int32()).alias("step"))
+        .with_columns(pl.lit(False).alias("overran"), pl.lit(0, pl.Int64()).alias("overrun_ns"))
     )
-    return pl.concat([with_spans, by_occurrence])
+    return pl.concat([with_spans, by_occurrence.select(with_spans.columns)])
 
 
 @dataclass(frozen=True)
@@ -166,6 +172,10 @@ class RankLabels:
     """The stage given to its labels that name none."""
     stage_given: bool
     """True when some label named no stage, so that ``stage`` shaped ``actions``."""
+    overran: int = 0
+    """Labelled actions that end after the step they started in (a bad ``dur``): left out."""
+    longest_overrun_ns: int = 0
+    """How far the worst of them ran past its step's end."""
 
 
 def rank_labels(annotations: pl.DataFrame, rank: int, stage: int) -> RankLabels:
@@ -204,8 +214,9 @@ def rank_labels(annotations: pl.DataFrame, rank: int, stage: int) -> RankLabels:
 
     actions = _assign_steps(actions, labels.filter(pl.col("role") == Role.STEP.value))
     outside = actions.filter(pl.col("step").is_null()).height
+    overran = actions.filter(pl.col("overran"))
     actions = (
-        actions.filter(pl.col("step").is_not_null())
+        actions.filter(pl.col("step").is_not_null() & ~pl.col("overran"))
         .sort("priority", "dur_ns", descending=[True, False])
         .unique([*_ACTION_KEY, "step"], keep="first")
         .select(list(RANK_ACTIONS_SCHEMA))
@@ -218,6 +229,8 @@ def rank_labels(annotations: pl.DataFrame, rank: int, stage: int) -> RankLabels:
         labelled=labelled,
         stage=stage,
         stage_given=stage_given,
+        overran=overran.height,
+        longest_overrun_ns=int(overran["overrun_ns"].max() or 0) if overran.height else 0,
     )
 
 
@@ -246,6 +259,13 @@ def combine_labels(
             f"{root}: {sum(rank.outside for rank in outside)} labelled actions lie outside every step span and "
             f"were left out (ranks {sorted(rank.rank for rank in outside)})"
         )
+    for rank in ranks:
+        if rank.overran:
+            warnings.append(
+                f"{root}: rank {rank.rank}: {rank.overran} labelled actions end after the step they "
+                f"started in (the worst by {rank.longest_overrun_ns / 1e6:,.1f} ms: a bad duration in "
+                "the trace); they were left out"
+            )
     ordered = sorted(ranks, key=lambda rank: rank.rank)
     actions = with_replicas(pl.concat([rank.actions for rank in ordered]), groups).select(
         list(REALIZED_SCHEMA)

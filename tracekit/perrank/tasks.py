@@ -125,6 +125,8 @@ def _summary(job: RankJob, table: Path, info: TraceInfo, compute: bool) -> RankS
         labelled=bool(facts["labelled"]),
         stage=stage,
         stage_given=bool(facts["stage_given"]),
+        overran=int(facts.get("overran", 0)),
+        longest_overrun_ns=int(facts.get("longest_overrun_ns", 0)),
     )
     timeline = RankTimeline(
         rank=info.rank,
@@ -156,6 +158,8 @@ def _reduce(
         "outside": labels.outside,
         "labelled": labels.labelled,
         "stage_given": labels.stage_given,
+        "overran": labels.overran,
+        "longest_overrun_ns": labels.longest_overrun_ns,
         "has_gpu": timeline.has_gpu,
         "has_activities": subchunks is not None,
         "warnings": list(timeline.warnings),
