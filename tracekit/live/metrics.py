@@ -53,7 +53,15 @@ class LiveMetrics:
         self.up = Gauge("tracekit_live_rank_up", "1 while the rank reports", ["rank"], registry=r)
         self.alerts = Counter("tracekit_live_alerts", "Straggler alerts raised", ["rank", "kind"], registry=r)
         self.interval = Gauge("tracekit_live_interval", "Index of the last interval judged", registry=r)
-        self.server, self.thread = start_http_server(port, addr=address, registry=r)
+        try:
+            self.server, self.thread = start_http_server(port, addr=address, registry=r)
+        except OSError as error:
+            # The aggregator's one line, not a traceback; ``tracekit record`` checks the port before
+            # the job starts, so this is a port taken in between, and record reports the failure.
+            raise SystemExit(
+                f"tracekit: live aggregator: cannot serve the Prometheus metrics on port {port}: "
+                f"{(error.strerror or str(error)).lower()}"
+            ) from None
 
     def update(self, assessment: IntervalAssessment, alerts: Iterable[dict[str, Any]]) -> None:
         """Refresh every gauge from one interval."""

@@ -37,6 +37,8 @@ from tracekit.errors import TracekitError
 from tracekit.live.aggregator import LOG_NAME
 from tracekit.live.assess import LiveConfig
 
+AGGREGATOR_FAILED_EXIT = 5
+"""``tracekit record --live``'s exit status when the job succeeded but the live aggregator failed."""
 STOP_TIMEOUT_S = 30.0
 """How long the aggregator may take to judge the last interval after the job has exited."""
 
@@ -96,6 +98,23 @@ def _bind(listen: str) -> tuple[socket.socket, str]:
     return sock, f"[{local}]:{bound_port}" if ":" in local else f"{local}:{bound_port}"
 
 
+def _check_port(port: int) -> None:
+    """TracekitError, before anything runs, when the Prometheus endpoint's port cannot be bound."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # As the endpoint's server binds it: SO_REUSEADDR, so a port left in TIME_WAIT is no fault.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("0.0.0.0", port))
+        probe.listen(1)
+    except OSError as error:
+        raise TracekitError(
+            f"cannot serve the Prometheus metrics on port {port}: {(error.strerror or str(error)).lower()} "
+            "(choose another --prometheus-port); nothing was run"
+        ) from None
+    finally:
+        probe.close()
+
+
 def _aggregator_command(sock: socket.socket, out_dir: Path, run_id: str, options: LiveOptions) -> list[str]:
     config = options.config
     command = [
@@ -116,12 +135,16 @@ def _aggregator_command(sock: socket.socket, out_dir: Path, run_id: str, options
     return command
 
 
-def _stop(aggregator: subprocess.Popen[bytes], problems: list[str]) -> None:
+def _stop(aggregator: subprocess.Popen[bytes], problems: list[str]) -> bool:
+    """Stop the aggregator once the job is done; False when it had failed by itself."""
     code = aggregator.poll()
     if code is not None:
         if code:
-            problems.append(f"the live aggregator exited early (status {code}); the job ran on without it")
-        return
+            problems.append(
+                f"the live aggregator failed (exit status {code}; its message is above): the job ran on "
+                "without live judging, and no alert or capture on anomaly came from it"
+            )
+        return not code
     aggregator.terminate()
     try:
         aggregator.wait(STOP_TIMEOUT_S)
@@ -129,6 +152,7 @@ def _stop(aggregator: subprocess.Popen[bytes], problems: list[str]) -> None:
         aggregator.kill()
         aggregator.wait()
         problems.append(f"the live aggregator did not finish within {STOP_TIMEOUT_S:.0f} s and was killed")
+    return True
 
 
 def read_log(path: Path) -> tuple[dict[str, Any], ...]:
@@ -196,6 +220,8 @@ def record_live(
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise TracekitError(f"cannot create {out_dir}: {error.strerror or error}") from None
+    if options.prometheus_port is not None:
+        _check_port(options.prometheus_port)
     sock, address = _bind(options.listen)
     try:
         aggregator = subprocess.Popen(
@@ -203,11 +229,14 @@ def record_live(
         )
     finally:
         sock.close()  # the aggregator holds its own copy
+    healthy = False
     try:
         outcome = record(command, out_dir, steps, extra_env={live_wire.ADDRESS_ENV: address}, run_id=run_id)
     finally:
-        _stop(aggregator, problems)
+        healthy = _stop(aggregator, problems)
     records = read_log(log) if log.exists() else ()
     asked = [r["dir"] for r in records if r.get("type") == "capture" and isinstance(r.get("dir"), str)]
     captures = _merge_captures(out_dir, asked, run_id, command, outcome.exit_code, problems)
-    return LiveOutcome(outcome.exit_code, log, records, captures, tuple(problems))
+    # A job that succeeded under a failed aggregator did not get what was asked: say so in the status.
+    exit_code = AGGREGATOR_FAILED_EXIT if outcome.exit_code == 0 and not healthy else outcome.exit_code
+    return LiveOutcome(exit_code, log, records, captures, tuple(problems))
