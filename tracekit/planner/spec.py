@@ -53,6 +53,32 @@ def _positive(owner: object, *names: str) -> None:
         )
 
 
+MIN_HIDDEN = 64
+"""The smallest hidden size planned for (GPT-2 small has 768; the planner's costs assume matrix
+multiplies large enough to run near the cluster's achievable rate)."""
+
+PHYSICAL_LIMITS: dict[str, float] = {
+    "intra_node_gbps": 10_000.0,
+    "inter_node_gbps": 10_000.0,
+    "gpu_memory_gib": 4_096.0,
+    "peak_bf16_tflops": 50_000.0,
+    "peak_fp8_tflops": 100_000.0,
+    "achievable_tflops": 100_000.0,
+}
+"""Per-GPU upper bounds no GPU comes near (an H200: 989 dense BF16 TFLOP/s, 141 GB, NVLink 450 GB/s
+a direction): a value past one is a unit slip (bits for bytes, a cluster total for one GPU)."""
+
+
+def _within(owner: object, limits: dict[str, float]) -> None:
+    for name, limit in limits.items():
+        value = getattr(owner, name)
+        _check(
+            value is None or value <= limit,
+            f"{type(owner).__name__}.{name} = {value!r} is beyond any GPU built (at most {limit:g}): "
+            "give the value for one GPU, in the unit its name says",
+        )
+
+
 def _integers(owner: object, *names: str, minimum: int = 1) -> None:
     for name in names:
         value = getattr(owner, name)
@@ -94,6 +120,12 @@ class ClusterSpec:
         for name in ("peak_bf16_tflops", "peak_fp8_tflops", "achievable_tflops"):
             if getattr(self, name) is not None:
                 _positive(self, name)
+        _check(
+            self.gpus_per_node <= self.gpus and self.gpus % self.gpus_per_node == 0,
+            f"ClusterSpec: gpus ({self.gpus}) must be a whole number of nodes of gpus_per_node "
+            f"({self.gpus_per_node})",
+        )
+        _within(self, PHYSICAL_LIMITS)
 
     def throughput_tflops(self, precision: str) -> float:
         """Achievable TFLOP/s per GPU when the matrix multiplies run at ``precision``."""
@@ -143,6 +175,20 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         _integers(self, "layers", "hidden", "heads", "ffn", "vocab")
+        if self.head_dim is None:
+            _check(
+                self.hidden % self.heads == 0,
+                f"ModelSpec: hidden ({self.hidden}) must be a multiple of heads ({self.heads}), "
+                "or give head_dim",
+            )
+        _check(
+            self.hidden >= MIN_HIDDEN,
+            f"ModelSpec: hidden ({self.hidden}) is below {MIN_HIDDEN}: no transformer that is trained with "
+            "pipeline parallelism is that small, and its step would be launch overhead, which the "
+            "planner does not model",
+        )
+        if self.kv_heads is not None:
+            _check(self.kv_heads <= self.heads, f"ModelSpec: kv_heads ({self.kv_heads}) exceeds heads ({self.heads})")
         _integers(
             self, "experts", "experts_per_token", "shared_experts", "expert_ffn", "dense_layers", minimum=0
         )
@@ -211,6 +257,10 @@ class TrainingSpec:
 
     def __post_init__(self) -> None:
         _integers(self, "sequence_length", "global_batch", "micro_batch_size", "ep")
+        _check(
+            self.micro_batch_size <= self.global_batch,
+            f"TrainingSpec: micro_batch_size ({self.micro_batch_size}) exceeds global_batch ({self.global_batch})",
+        )
         if self.pp is not None:
             _integers(self, "pp")
         _positive(self, "activation_bytes", "param_bytes", "grad_bytes", "optimizer_bytes")
