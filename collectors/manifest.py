@@ -328,6 +328,9 @@ class Manifest:
     """Processes the command left running when it exited, stopped by ``tracekit record``."""
     collector_problems: tuple[str, ...] = ()
     """Each collector problem (a patch or wrapper switched off), with the ranks it happened on."""
+    mixed_runs: bool = False
+    """True when the directory also held traces or sidecars of another run (``problems`` names each
+    run's files): such a directory is never ``complete``."""
     earlier_capture: str | None = None
     """The directory (beside run.json) an earlier capture in the same place was moved into."""
     notes: tuple[str, ...] = ()
@@ -362,7 +365,8 @@ def parse_manifest(payload: Any) -> Manifest:
     strays = sorted(rank for rank in manifest.rank_to_stages if not 0 <= rank < manifest.world_size)
     if strays:
         raise SchemaError(f"rank_to_stages names rank {strays[0]} outside 0..{manifest.world_size - 1}")
-    if manifest.complete != (bool(manifest.ranks) and all(entry.complete for entry in manifest.ranks)):
+    whole = bool(manifest.ranks) and all(entry.complete for entry in manifest.ranks)
+    if manifest.complete != (whole and not manifest.mixed_runs):
         raise SchemaError("complete disagrees with the ranks' entries")
     _check_pipeline_groups(manifest.pipeline_groups or (), manifest.world_size)
     return manifest

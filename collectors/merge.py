@@ -305,6 +305,7 @@ def build_manifest(
     return Manifest(
         run_id=run_id,
         complete=bool(ranks) and all(entry.complete for entry in ranks) and not mixed,
+        mixed_runs=mixed,
         world_size=world_size,
         schedule=schedule,
         pp_size=None if schedule is None else schedule.pp_size,
