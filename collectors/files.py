@@ -44,11 +44,15 @@ def describe_os_error(error: OSError) -> str:
     return describe_errno(error.errno, str(error))
 
 
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F) if code != 0x09}
+"""Control characters -> a visible ``\\xNN``: a problem's text (an error's repr, a path) never steers the terminal."""
+
+
 def report(message: str) -> None:
     """Print one ``tracekit:`` line on stderr; never raises (stderr itself may be gone)."""
     try:
         # One write per line: ranks share stderr, and print() writes the newline apart.
-        sys.stderr.write(f"tracekit: {message}\n")
+        sys.stderr.write(f"tracekit: {message.translate(_CONTROL)}\n")
         sys.stderr.flush()
     except Exception:  # noqa: BLE001, S110 - a closed stderr must not break the job either
         pass

@@ -34,12 +34,22 @@ class Format(str, Enum):
     CSV = "csv"
 
 
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if code != 0x09}
+"""Control characters (escape sequences, bells, carriage returns) -> a visible ``\\xNN``: text from
+trace files and sidecars must never steer the terminal that shows it."""
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character but tab shown as ``\\xNN`` (one line, nothing the terminal obeys)."""
+    return text.translate(_CONTROL)
+
+
 def _cell(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float):
         return f"{value:.4f}" if abs(value) < 10 else f"{value:,.1f}"
-    return str(value)
+    return printable(str(value))
 
 
 def _rich_table(table: Table) -> RichTable:
@@ -55,7 +65,7 @@ def emit(result: Result, fmt: Format, out_dir: Path | None = None) -> None:
     """Print ``result`` in ``fmt``; with ``out_dir``, also write result.json and one Parquet per table."""
     stderr = Console(stderr=True, highlight=False)
     for warning in result.warnings:
-        stderr.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
+        stderr.print(f"[yellow]warning:[/yellow] {escape(printable(warning))}", soft_wrap=True)
     if fmt is Format.JSON:
         sys.stdout.buffer.write(to_json(result.payload) + b"\n")
     elif fmt is Format.CSV:
@@ -72,10 +82,10 @@ def emit(result: Result, fmt: Format, out_dir: Path | None = None) -> None:
             if table.shown:
                 # Title and notes are printed apart from the table so they wrap at the console's
                 # width, not the table's.
-                console.print(table.title, style="bold", soft_wrap=True, markup=False)
+                console.print(printable(table.title), style="bold", soft_wrap=True, markup=False)
                 console.print(_rich_table(table))
                 for note in table.notes:
-                    console.print(note, style="dim", soft_wrap=True, markup=False)
+                    console.print(printable(note), style="dim", soft_wrap=True, markup=False)
                 console.print()
     if out_dir is not None:
         output_dir(out_dir)
