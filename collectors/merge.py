@@ -303,7 +303,7 @@ def build_manifest(
         )
     torch_version = _agreed([meta.torch_version for meta in metas.values()], "torch version", problems)
     return Manifest(
-        run_id=run_id,
+        run_id=run_id or (None if mixed else ours),
         complete=bool(ranks) and all(entry.complete for entry in ranks) and not mixed,
         mixed_runs=mixed,
         world_size=world_size,

@@ -123,3 +123,49 @@ def test_write_manifest_never_declares_a_mixed_folder_complete(tmp_path: Path) -
     assert json.loads((root / "run.json").read_text())["complete"] is False
     with pytest.raises(TracekitError, match="two runs mixed"):
         load_run(root, workers=1)
+
+
+TWO_RANK_API_JOB = """
+import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp, collectors
+
+def rank(r, out):
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2])
+    dist.init_process_group("gloo", rank=r, world_size=2)
+    with collectors.Capture(out, steps=range(1, 3), patch=False) as cap:
+        for _ in range(4):
+            with cap.step():
+                dist.all_reduce(torch.ones(64))
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(rank, args=(sys.argv[1],), nprocs=2, join=True)
+    collectors.write_manifest(sys.argv[1])
+"""
+"""Two gloo ranks captured with ``collectors.Capture``, merged by the launching process."""
+
+
+def test_two_ranks_of_the_python_api_share_a_run_and_move_the_earlier_capture_aside_once(
+    earlier: Path, tmp_path: Path
+) -> None:
+    import socket
+
+    before = _digests(earlier)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = tmp_path / "job.py"
+    script.write_text(TWO_RANK_API_JOB)
+
+    done = subprocess.run(
+        [sys.executable, str(script), str(earlier), str(port)], capture_output=True, text=True, timeout=180
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    aside = [path for path in earlier.iterdir() if path.name.startswith("earlier-")]
+    assert len(aside) == 1 and _digests(aside[0]) == before
+    written = manifest(earlier)
+    assert (written["complete"], written["world_size"], written["mixed_runs"]) == (True, 2, False)
+    sidecars = [json.loads((earlier / f"rank{r}.meta.json").read_text()) for r in range(2)]
+    assert sidecars[0]["run_id"] == sidecars[1]["run_id"] == written["run_id"] is not None
+    assert not [path for path in earlier.iterdir() if path.name.startswith(".tracekit-incoming-")]
