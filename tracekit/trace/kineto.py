@@ -59,7 +59,10 @@ MAX_TRACE_MB_VARIABLE = "TRACEKIT_MAX_TRACE_MB"
 """The environment variable that sets another limit, in MiB."""
 _INFLATE_CHUNK = 64 << 20
 """Most text one decompress call produces, so the limit is checked between steps of this size."""
-_FEED_BYTES = 4 << 20
+_FEED_BYTES = 1 << 20
+"""Most compressed input given to one decompress call."""
+_MAX_MEMBERS = 10_000
+"""Most gzip members in one file (profilers write one; ``cat a.gz b.gz`` a few)."""
 
 
 def max_trace_bytes() -> int:
@@ -86,30 +89,30 @@ def _too_large(limit: int, what: str) -> str:
 def _inflate(raw: bytes, limit: int, path: Path) -> bytearray:
     """Every gzip member of ``raw`` decompressed; TracekitError as soon as the text passes ``limit``.
 
-    Input goes in by slices of ``_FEED_BYTES``, so a file of many tiny members is never copied whole
-    once per member.
+    Input goes in by views of at most ``_FEED_BYTES`` at an offset, so neither a long member nor
+    many short ones make the input be copied more than about once.
     """
     text = bytearray()
     view = memoryview(raw)
-    inflater, started = zlib.decompressobj(wbits=31), False
-    for position in range(0, len(raw), _FEED_BYTES):
-        chunk: bytes | memoryview = view[position : position + _FEED_BYTES]
-        while chunk:
-            if not started:
-                chunk = bytes(chunk).lstrip(b"\0")  # the padding some writers put after a member
-                if not chunk:
-                    break
-                started = True
-            text += inflater.decompress(chunk, _INFLATE_CHUNK)
+    offset, members = 0, 0
+    while offset < len(raw):
+        if raw[offset] == 0:  # the padding some writers put after the last member
+            rest = bytes(view[offset:]).lstrip(b"\0")
+            if not rest:
+                break
+            offset = len(raw) - len(rest)
+        members += 1
+        if members > _MAX_MEMBERS:
+            raise TracekitError(f"more than {_MAX_MEMBERS} gzip members: not a trace a profiler wrote", path)
+        inflater = zlib.decompressobj(wbits=31)
+        while not inflater.eof:
+            if offset >= len(raw):
+                raise TracekitError("truncated or corrupt gzip (it ends inside a compressed member)", path)
+            fed = view[offset : offset + _FEED_BYTES]
+            text += inflater.decompress(fed, _INFLATE_CHUNK)
             if len(text) > limit:
                 raise TracekitError(_too_large(limit, "decompresses to"), path)
-            if inflater.eof:  # another member may follow
-                chunk = inflater.unused_data
-                inflater, started = zlib.decompressobj(wbits=31), False
-            else:
-                chunk = inflater.unconsumed_tail
-    if started:
-        raise TracekitError("truncated or corrupt gzip (it ends inside a compressed member)", path)
+            offset += len(fed) - len(inflater.unconsumed_tail) - len(inflater.unused_data)
     return text
 
 
