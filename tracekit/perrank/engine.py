@@ -16,11 +16,9 @@ Not for: what the tasks compute (``tracekit.perrank.tasks``).
 
 from __future__ import annotations
 
-import asyncio
 import multiprocessing
 import multiprocessing.context
 import os
-import socket
 import sys
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -172,6 +170,9 @@ def _probe(address: str, timeout_s: float) -> None:
     before any ``Client`` exists: a client whose start failed waits out further timeouts when it
     is collected, and prints from there.
     """
+    import asyncio  # here, not at the top: only a Dask run needs them, and asyncio costs every command
+    import socket
+
     from distributed.comm import connect
 
     scheme, host, port = _parts(address)
