@@ -1,21 +1,25 @@
-"""tracekit against Holistic Trace Analysis 0.5.0 on the same traces: time, peak memory, cache.
+"""tracekit against Holistic Trace Analysis 0.5.0 and against the decode floor, on the same traces.
 
-For each trace directory, in fresh processes (so imports and start-up count, as for a user):
-- ``tracekit cold``: ``load_run`` with no cache, then the same figures HTA computes: the
-  HTA-compatible breakdown and overlap (``hta_breakdown``);
-- ``tracekit cold, all figures``: the same plus tracekit's own GPU breakdown, per-stream activity,
-  overlap per communication class and sub-chunk schedule (``analyse_gpu``), work HTA does not do;
-- ``tracekit cached``: like-for-like again, with the Parquet cache the cold run left;
+For each trace directory, in fresh processes (imports and start-up count, as for a user), one after
+another, each command's CPU seconds (user + system of the process and every worker it waited for,
+from ``wait4``), wall seconds, peak memory (the largest resident set of any one of its processes,
+from ``wait4``) and the load average around it:
+- ``floor``: gunzip (when gzip) and a typed msgspec decode of every event's name, phase, category,
+  timestamps (``ts``, ``dur``), pid and tid, in one process: the least a reader of these files in
+  Python can do. msgspec is pinned in ``benchmarks/requirements.txt``; the floor checks its version.
+- ``tracekit cold``: ``tracekit report --hta-compatible DIR --format json`` with no cache, every
+  figure it computes (the whole per-rank parse and reductions, then HTA's breakdown and overlap);
+- ``tracekit cached``: the same command again, on the caches the cold one left;
 - ``HTA``: ``TraceAnalysis(trace_dir)``, ``get_temporal_breakdown`` and ``get_comm_comp_overlap``,
   run by the Python of a separate environment holding HTA (never a tracekit dependency).
-Peak memory is the largest sum of resident memory over the process and all its children
-(tracekit's and HTA's parsing workers), sampled every 10 ms from /proc. The load-only times
-give the cache ratio (first parse / cached load). Each measurement is the median of ``--repeat``.
+Both tools' idle percentages are compared rank by rank. Each figure is the median of ``--repeat``.
 
-Set-up and usage (inputs from benchmarks/make_large_traces.py, outside the repository):
+Set-up and usage (inputs outside the repository; ``--source`` a directory holding one real trace
+gives ranks that are copies of that trace, each its own rank):
     python -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install HolisticTraceAnalysis==0.5.0
-    python benchmarks/make_large_traces.py /tmp/tracekit-bench/single --ranks 1 --mb 50
-    python benchmarks/make_large_traces.py /tmp/tracekit-bench/eight --ranks 8 --mb 50
+    pip install -r benchmarks/requirements.txt
+    python benchmarks/make_large_traces.py /tmp/tracekit-bench/single --ranks 1 --mb 54
+    python benchmarks/make_large_traces.py /tmp/tracekit-bench/eight --ranks 8 --mb 54
     python benchmarks/hta_compare.py /tmp/tracekit-bench/single /tmp/tracekit-bench/eight \\
         --hta-python /tmp/hta-venv/bin/python
 """
@@ -24,132 +28,158 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-TRACEKIT = """
-import json, sys, time
-start = time.perf_counter()
-from pathlib import Path
-from tracekit.gpu.analysis import analyse_gpu
-from tracekit.gpu.hta_compat import hta_breakdown
-from tracekit.trace.run import load_run
-loading = time.perf_counter()
-run = load_run(Path(sys.argv[1]))
-loaded = time.perf_counter()
-hta = hta_breakdown(run)
-if sys.argv[2] == "all":
-    gpu = analyse_gpu(run)
-done = time.perf_counter()
-print(json.dumps({"load_s": loaded - loading, "total_s": done - start,
-                  "idle_pct": hta.frame["idle_pct"].to_list()}))
+MSGSPEC_VERSION = "0.23.0"
+"""The decoder of the floor, as pinned in benchmarks/requirements.txt."""
+
+FLOOR = """
+import gzip, json, sys
+import msgspec
+if msgspec.__version__ != sys.argv[1]:
+    raise SystemExit(f"the floor is defined with msgspec {sys.argv[1]}, found {msgspec.__version__}")
+
+class Event(msgspec.Struct, gc=False):
+    name: str = ""
+    ph: str = ""
+    cat: str = ""
+    ts: float | None = None
+    dur: float | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+
+class Trace(msgspec.Struct, gc=False):
+    traceEvents: list[Event]
+
+decoder = msgspec.json.Decoder(Trace)
+events = 0
+for path in sys.argv[2:]:
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    text = gzip.decompress(raw) if raw[:2] == b"\\x1f\\x8b" else raw
+    events += len(decoder.decode(text).traceEvents)
+    del raw, text
+print(json.dumps({"events": events}))
 """
 
 HTA = """
-import json, logging, sys, time
-start = time.perf_counter()
+import json, logging, sys
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
 analysis = TraceAnalysis(trace_dir=sys.argv[1])
 breakdown = analysis.get_temporal_breakdown(visualize=False)
 overlap = analysis.get_comm_comp_overlap(visualize=False)
-print(json.dumps({"total_s": time.perf_counter() - start,
-                  "idle_pct": breakdown["idle_time_pctg"].tolist()}))
+print(json.dumps({"idle_pct": breakdown["idle_time_pctg"].tolist()}))
 """
 
 
-def _tree_rss_kib(root_pid: int) -> int:
-    """Resident memory of a process and its descendants, KiB (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        pid = int(entry.name)
-        children.setdefault(int(fields["PPid"].strip()), []).append(pid)
-        rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0])
-    total, todo = 0, [root_pid]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo.extend(children.get(pid, []))
-    return total
+@dataclass(frozen=True)
+class Measured:
+    """One command's run: CPU and wall seconds, the largest process's peak memory, the load around it."""
+
+    cpu_s: float
+    wall_s: float
+    peak_mib: int
+    load: tuple[float, float]
+    """1-minute load average before and after."""
+    output: str
 
 
-def measure(command: list[str]) -> tuple[float, int, dict]:
-    """(wall seconds, peak tree RSS in MiB, the JSON the command printed)."""
+def measure(command: list[str]) -> Measured:
+    """Run ``command`` to its end; its CPU time and peak memory include every process it waited for."""
+    before = os.getloadavg()[0]
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = 0
-
-    def sample() -> None:
-        nonlocal peak
-        while process.poll() is None:
-            peak = max(peak, _tree_rss_kib(process.pid))
-            time.sleep(0.01)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    stdout, stderr = process.communicate()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout = process.stdout.read()  # type: ignore[union-attr]
+    stderr = process.stderr.read()  # type: ignore[union-attr]
+    _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
-    sampler.join()
+    process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
-        raise SystemExit(f"{command[:3]} failed:\n{stderr[-2000:]}")
-    return wall, peak // 1024, json.loads(stdout.strip().splitlines()[-1])
+        raise SystemExit(f"{' '.join(command[:4])} failed:\n{stderr.decode()[-2000:]}")
+    return Measured(
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        wall_s=wall,
+        peak_mib=usage.ru_maxrss // 1024,  # Linux: KiB, the largest of the process and its children
+        load=(before, os.getloadavg()[0]),
+        output=stdout.decode(),
+    )
 
 
-def _median(runs: list[tuple[float, int, dict]]) -> tuple[float, int, dict]:
-    walls = sorted(runs, key=lambda run: run[0])
-    return walls[len(walls) // 2][0], int(statistics.median(run[1] for run in runs)), walls[0][2]
+def _median(runs: list[Measured]) -> Measured:
+    by_cpu = sorted(runs, key=lambda run: run.cpu_s)
+    middle = by_cpu[len(by_cpu) // 2]
+    return Measured(
+        cpu_s=middle.cpu_s,
+        wall_s=statistics.median(run.wall_s for run in runs),
+        peak_mib=int(statistics.median(run.peak_mib for run in runs)),
+        load=(min(run.load[0] for run in runs), max(run.load[1] for run in runs)),
+        output=middle.output,
+    )
+
+
+def _trace_files(trace_dir: Path) -> list[Path]:
+    return sorted(p for p in trace_dir.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
 
 
 def compare(trace_dir: Path, hta_python: str, repeat: int) -> dict:
-    """All measurements of one trace directory."""
-    size_mb = sum(p.stat().st_size for p in trace_dir.iterdir() if p.is_file()) / 1e6
+    """Every measurement of one trace directory, as one JSON-able record."""
+    files = _trace_files(trace_dir)
+    size_mb = sum(path.stat().st_size for path in files) / 1e6
     cache = trace_dir / ".tracekit-cache"
-    cold_runs, full_runs, cached_runs, hta_runs = [], [], [], []
+    tracekit = [sys.executable, "-m", "tracekit", "report", "--hta-compatible", str(trace_dir), "--format", "json"]
+    runs: dict[str, list[Measured]] = {"floor": [], "cold": [], "cached": [], "hta": []}
     for _ in range(repeat):
+        runs["floor"].append(measure([sys.executable, "-c", FLOOR, MSGSPEC_VERSION, *map(str, files)]))
         shutil.rmtree(cache, ignore_errors=True)
-        cold_runs.append(measure([sys.executable, "-c", TRACEKIT, str(trace_dir), "hta"]))
-        cached_runs.append(measure([sys.executable, "-c", TRACEKIT, str(trace_dir), "hta"]))
-        shutil.rmtree(cache, ignore_errors=True)
-        full_runs.append(measure([sys.executable, "-c", TRACEKIT, str(trace_dir), "all"]))
-        hta_runs.append(measure([hta_python, "-c", HTA, str(trace_dir)]))
-    cold, full, cached, hta = _median(cold_runs), _median(full_runs), _median(cached_runs), _median(hta_runs)
-    first_load = statistics.median(run[2]["load_s"] for run in cold_runs)
-    cached_load = statistics.median(run[2]["load_s"] for run in cached_runs)
-    agree = max(abs(a - b) for a, b in zip(cold[2]["idle_pct"], hta[2]["idle_pct"]))
-    return {
+        runs["cold"].append(measure(tracekit))
+        runs["cached"].append(measure(tracekit))
+        runs["hta"].append(measure([hta_python, "-c", HTA, str(trace_dir)]))
+    shutil.rmtree(cache, ignore_errors=True)
+    floor, cold, cached, hta = (_median(runs[key]) for key in ("floor", "cold", "cached", "hta"))
+    ours = [rank["idle_pct"] for rank in json.loads(cold.output)["ranks"]]
+    theirs = json.loads(hta.output.strip().splitlines()[-1])["idle_pct"]
+    record: dict[str, object] = {
         "traces": str(trace_dir),
+        "files": len(files),
         "size_mb": round(size_mb, 1),
-        "ranks": len(cold[2]["idle_pct"]),
-        "hta_wall_s": round(hta[0], 2),
-        "tracekit_cold_wall_s": round(cold[0], 2),
-        "tracekit_cold_all_figures_wall_s": round(full[0], 2),
-        "tracekit_cached_wall_s": round(cached[0], 2),
-        "speedup_cold": round(hta[0] / cold[0], 1),
-        "speedup_cold_all_figures": round(hta[0] / full[0], 1),
-        "speedup_cached": round(hta[0] / cached[0], 1),
-        "hta_peak_mib": hta[1],
-        "tracekit_cold_peak_mib": cold[1],
-        "tracekit_cold_all_figures_peak_mib": full[1],
-        "memory_ratio_cold": round(cold[1] / hta[1], 2),
-        "memory_ratio_cold_all_figures": round(full[1] / hta[1], 2),
-        "first_load_s": round(first_load, 3),
-        "cached_load_s": round(cached_load, 4),
-        "cache_speedup": round(first_load / cached_load, 1),
-        "idle_pct_max_difference": round(agree, 3),
+        "ranks": len(ours),
+        "decoder": f"msgspec {MSGSPEC_VERSION}",
     }
+    for key, value in (("floor", floor), ("tracekit_cold", cold), ("tracekit_cached", cached), ("hta", hta)):
+        record[f"{key}_cpu_s"] = round(value.cpu_s, 2)
+        record[f"{key}_wall_s"] = round(value.wall_s, 2)
+        record[f"{key}_peak_mib"] = value.peak_mib
+        record[f"{key}_load"] = [round(value.load[0], 1), round(value.load[1], 1)]
+    record.update(
+        cold_over_floor_cpu=round(cold.cpu_s / floor.cpu_s, 2),
+        hta_over_cold_cpu=round(hta.cpu_s / cold.cpu_s, 1),
+        hta_over_cold_wall=round(hta.wall_s / cold.wall_s, 1),
+        hta_over_cached_cpu=round(hta.cpu_s / cached.cpu_s, 1),
+        cold_over_hta_peak=round(cold.peak_mib / hta.peak_mib, 2),
+        idle_pct_max_difference=round(max(abs(a - b) for a, b in zip(ours, theirs)), 3),
+    )
+    return record
+
+
+def _line(record: dict) -> str:
+    return (
+        f"{record['traces']} ({record['size_mb']} MB, {record['ranks']} ranks), CPU s / wall s / peak MiB:"
+        f" floor {record['floor_cpu_s']} / {record['floor_wall_s']} / {record['floor_peak_mib']};"
+        f" tracekit cold {record['tracekit_cold_cpu_s']} / {record['tracekit_cold_wall_s']} /"
+        f" {record['tracekit_cold_peak_mib']} ({record['cold_over_floor_cpu']}x floor);"
+        f" cached {record['tracekit_cached_cpu_s']} / {record['tracekit_cached_wall_s']};"
+        f" HTA {record['hta_cpu_s']} / {record['hta_wall_s']} / {record['hta_peak_mib']}"
+        f" ({record['hta_over_cold_cpu']}x tracekit cold in CPU, memory {record['cold_over_hta_peak']}x HTA's);"
+        f" load {record['floor_load'][0]}-{record['hta_load'][1]}"
+    )
 
 
 def main() -> None:
@@ -160,18 +190,11 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     for trace_dir in args.trace_dirs:
-        result = compare(trace_dir, args.hta_python, args.repeat)
-        print(json.dumps(result))
-        print(
-            f"{trace_dir} ({result['size_mb']} MB, {result['ranks']} ranks): "
-            f"{result['speedup_cold']}x faster than HTA end to end ({result['tracekit_cold_wall_s']} s vs "
-            f"{result['hta_wall_s']} s; {result['speedup_cold_all_figures']}x with all of tracekit's figures, "
-            f"{result['speedup_cached']}x from the cache), peak memory "
-            f"{result['memory_ratio_cold']} of HTA's ({result['tracekit_cold_peak_mib']} vs {result['hta_peak_mib']} MiB), "
-            f"cached load {result['cache_speedup']}x faster than the first parse",
-            flush=True,
-        )
+        record = compare(trace_dir, args.hta_python, args.repeat)
+        print(json.dumps(record))
+        print(_line(record), flush=True)
 
 
 if __name__ == "__main__":

@@ -390,7 +390,7 @@ def analyse(
     """Open the run in ``path`` (a trace directory, or an op-table ``.parquet``) for analysis.
 
     Each rank's trace is read and reduced now, as a task of ``engine`` (default: one worker process
-    per core, ``tracekit.perrank.engine.LocalEngine``; a ``DaskEngine`` runs them on a cluster),
+    per two cores, ``tracekit.perrank.engine.LocalEngine``; a ``DaskEngine`` runs them on a cluster),
     reusing the caches beside the traces; everything that needs every rank, later, on first use.
     ``load`` instead loads the traces with that function (``tracekit.trace.run.load_run``) and
     reduces them here on first use. ``on_start(n)``/``on_file(path)`` report progress over the

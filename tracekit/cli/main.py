@@ -1,7 +1,13 @@
-"""The ``tracekit`` command: a click group whose subcommands live one per module in this package."""
+"""The ``tracekit`` command: a click group whose subcommands live one per module in this package.
+
+Each command's module is imported only when that command runs (or its own ``--help`` is asked
+for): ``tracekit --help`` and every command start without the others' dependencies (altair for
+``dashboard``, the planner's tables for ``plan``, ...). A new command is one line of ``COMMANDS``.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -9,10 +15,40 @@ import click
 from tracekit.cli.files import os_error_message
 from tracekit.errors import TracekitError
 
+COMMANDS: dict[str, tuple[str, str]] = {
+    # name: (module in tracekit.cli defining ``command``, the line ``tracekit --help`` shows)
+    "report": ("report", "Per-rank bubbles, GPU busy/idle and communication overlap."),
+    "record": ("record", "Run a training command and capture one trace per rank."),
+    "stragglers": ("stragglers", "Ranks slower than their peers or their expected cost."),
+    "whatif": ("whatif", "Replay a run with ideal durations: slowdown and its causes."),
+    "simulate": ("simulate", "Simulate a schedule with ideal costs: makespan, bubbles."),
+    "sweep": ("sweep", "Compare schedules' bubbles and utilization (and GPU-hours)."),
+    "dashboard": ("dashboard", "One offline HTML page of the run's charts."),
+    "plan": ("plan", "Recommend pipeline depth, schedule and micro-batches."),
+}
+"""Every subcommand, loaded on first use; the listing needs no import."""
+
 
 class _Group(click.Group):
-    """Turns TracekitError, and any file a command could not read or write, into one line on
-    stderr and exit status 2, never a traceback."""
+    """Loads each command's module when it is used; turns TracekitError, and any file a command
+    could not read or write, into one line on stderr and exit status 2, never a traceback."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module = importlib.import_module(f"tracekit.cli.{COMMANDS[cmd_name][0]}")
+            self.add_command(module.command, cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [
+            (name, COMMANDS[name][1] if name in COMMANDS else self.commands[name].get_short_help_str())
+            for name in self.list_commands(ctx)
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -29,16 +65,6 @@ class _Group(click.Group):
 @click.version_option(package_name="tracekit")
 def cli() -> None:
     """Measure what a pipeline-parallel training run really did."""
-
-
-def _register() -> None:
-    from tracekit.cli import dashboard, plan, record, report, simulate, stragglers, sweep, whatif
-
-    for module in (report, record, stragglers, whatif, simulate, sweep, dashboard, plan):
-        cli.add_command(module.command)
-
-
-_register()
 
 
 def main() -> None:

@@ -2,10 +2,12 @@
 
 An engine opens a ``concurrent.futures.Executor`` for a batch of tasks (or none: run them here) and
 says whether this process may read the caches itself. ``LocalEngine`` uses one spawned process per
-core (spawn, not fork: forking a process whose polars thread pool runs can deadlock the child;
-each started without the caller's ``__main__``, so a script needs no main guard), and none at all
-when one worker or one task would do. ``DaskEngine`` connects to a Dask
-``distributed`` scheduler and uses ``Client.get_executor()``, the same interface, so the tasks are
+two cores (spawn, not fork: forking a process whose polars thread pool runs can deadlock the child;
+each started without the caller's ``__main__``, so a script needs no main guard): one process
+already keeps two cores busy (its slices of JSON decode on several threads, polars runs queries on
+its own pool), while a worker's start-up, the interpreter and its imports, costs about half a CPU
+second. On two cores, or for one task, every task runs in this process. ``DaskEngine`` connects to
+a Dask ``distributed`` scheduler and uses ``Client.get_executor()``, the same interface, so the tasks are
 the same functions either way; its workers must read the traces at the same path (shared storage),
 and this process then reads no trace or cache file itself.
 
@@ -14,11 +16,9 @@ Not for: what the tasks compute (``tracekit.perrank.tasks``).
 
 from __future__ import annotations
 
-import asyncio
 import multiprocessing
 import multiprocessing.context
 import os
-import socket
 import sys
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -52,10 +52,10 @@ class Engine(Protocol):
 
 @dataclass(frozen=True)
 class LocalEngine:
-    """Worker processes on this machine, one per core unless ``workers`` says otherwise."""
+    """Worker processes on this machine, one per two cores unless ``workers`` says otherwise."""
 
     workers: int | None = None
-    """Most worker processes; None: one per core. 1 runs every task in this process."""
+    """Most worker processes; None: ``default_workers()``. 1 runs every task in this process."""
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:
@@ -69,12 +69,17 @@ class LocalEngine:
     @contextmanager
     def executor(self, tasks: int) -> Iterator[Executor | None]:
         """A spawned process pool sized to the tasks, or None when one process is enough."""
-        workers = max(1, min(self.workers or os.cpu_count() or 1, tasks))
+        workers = max(1, min(self.workers or default_workers(), tasks))
         if workers == 1:
             yield None
             return
         with ProcessPoolExecutor(max_workers=workers, mp_context=_MainlessSpawnContext()) as pool:
             yield pool
+
+
+def default_workers() -> int:
+    """Worker processes a ``LocalEngine`` starts by default: one per two cores, none on two or fewer."""
+    return max(1, (os.cpu_count() or 1) // 2)
 
 
 class _MainlessSpawnProcess(multiprocessing.context.SpawnProcess):
@@ -165,6 +170,9 @@ def _probe(address: str, timeout_s: float) -> None:
     before any ``Client`` exists: a client whose start failed waits out further timeouts when it
     is collected, and prints from there.
     """
+    import asyncio  # here, not at the top: only a Dask run needs them, and asyncio costs every command
+    import socket
+
     from distributed.comm import connect
 
     scheme, host, port = _parts(address)

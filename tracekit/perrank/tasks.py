@@ -42,7 +42,7 @@ from tracekit.gpu.timeline import GPU_SCHEMA, gpu_timeline
 from tracekit.perrank.cache import derived_key, frame_digest, read_entry, write_entry
 from tracekit.trace.kineto import TraceInfo
 from tracekit.trace.provenance import Cut, cut_points
-from tracekit.trace.run import cached_table, check_table, ingest_one
+from tracekit.trace.run import cached_table, check_table, parse_one
 
 _SUMMARY_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "actions": RANK_ACTIONS_SCHEMA,
@@ -99,15 +99,18 @@ class FiguresJob:
     """This rank's rows of ``tracekit.gpu.analysis.run_waits``."""
 
 
-def _events(table: Path, cut: Cut | None) -> pl.DataFrame:
-    """The rank's event rows the reductions read, without those of a step that did not finish."""
-    events = pl.scan_parquet(table)
+def _events(table: Path, cut: Cut | None, parsed: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The rank's event rows the reductions read, without those of a step that did not finish
+    (from ``parsed``, the table just parsed, when given: it need not be read back)."""
+    events = parsed.lazy() if parsed is not None else pl.scan_parquet(table)
     if cut is not None:
         events = events.filter(pl.col("start_ns") < cut.start_ns)
     return events.filter(pl.col("cat").is_in(NEEDED_CATEGORIES)).collect()
 
 
-def _summary(job: RankJob, table: Path, info: TraceInfo, compute: bool) -> RankSummary | None:
+def _summary(
+    job: RankJob, table: Path, info: TraceInfo, compute: bool, parsed: pl.DataFrame | None = None
+) -> RankSummary | None:
     check_table(table, info)
     cut = cut_points({job.trace: job.meta}, {job.trace: table}).get(job.trace) if job.meta else None
     stage = dict(job.stages).get(info.rank, info.rank)
@@ -116,7 +119,7 @@ def _summary(job: RankJob, table: Path, info: TraceInfo, compute: bool) -> RankS
     if entry is None:
         if not compute:
             return None
-        entry = _reduce(job, table, info, cut, stage, key)
+        entry = _reduce(job, _events(table, cut, parsed), info, stage, key)
     frames, facts = entry
     labels = RankLabels(
         rank=info.rank,
@@ -141,10 +144,9 @@ def _summary(job: RankJob, table: Path, info: TraceInfo, compute: bool) -> RankS
 
 
 def _reduce(
-    job: RankJob, table: Path, info: TraceInfo, cut: Cut | None, stage: int, key: str
+    job: RankJob, events: pl.DataFrame, info: TraceInfo, stage: int, key: str
 ) -> tuple[dict[str, pl.DataFrame], dict[str, object]]:
-    """Compute and store one rank's summary entry (and its GPU activities) from its events."""
-    events = _events(table, cut)
+    """Compute and store one rank's summary entry (and its GPU activities) from its events (``_events``)."""
     labels = rank_labels(events.filter(pl.col("cat") == "user_annotation"), info.rank, stage)
     timeline, activities = rank_timeline(events, info.rank, job.patterns, labels.actions)
     subchunks = timeline.subchunks
@@ -173,8 +175,8 @@ def _reduce(
 def summarise_rank(job: RankJob) -> RankSummary:
     """Parse ``job.trace`` (or reuse its cache) and reduce it to its summary (or reuse that); runs in a worker."""
     job.cache_dir.mkdir(parents=True, exist_ok=True)
-    table, info = ingest_one(job.trace, job.cache_dir)
-    summary = _summary(job, table, info, compute=True)
+    table, info, parsed = parse_one(job.trace, job.cache_dir)
+    summary = _summary(job, table, info, compute=True, parsed=parsed)
     assert summary is not None
     return summary
 

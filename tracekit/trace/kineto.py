@@ -14,7 +14,7 @@ Not for: deciding which files form a run (``tracekit.trace.run``) or what the ev
 
 from __future__ import annotations
 
-import gzip
+import os
 import re
 import zlib
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.errors import TracekitError
-from tracekit.trace.columnar import INTEGER_FIELDS, read_columnar, read_objects
+from tracekit.trace.columnar import read_columnar, read_objects
 from tracekit.trace.schema import EVENT_SCHEMA
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -49,10 +49,83 @@ class TraceInfo:
     warnings: tuple[str, ...]
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's JSON text, gunzipped when it is gzip; TracekitError on empty, unreadable or corrupt files."""
+MAX_TRACE_MB_DEFAULT = 512
+"""The most JSON text tracekit reads from one trace file, MiB: a plain file's size, or what a gzip
+decompresses to. torch.profiler's traces of a few steps are tens to a few hundred MB; past this a
+file is refused in one line (docs/report.md, "Errors") before it is decoded, and a gzip is
+decompressed only up to it, so a gzip bomb (a small file that inflates to gigabytes) costs at most
+this much memory and about a second per 100 MiB."""
+MAX_TRACE_MB_VARIABLE = "TRACEKIT_MAX_TRACE_MB"
+"""The environment variable that sets another limit, in MiB."""
+_INFLATE_CHUNK = 64 << 20
+"""Most text one decompress call produces, so the limit is checked between steps of this size."""
+_FEED_BYTES = 1 << 20
+"""Most compressed input given to one decompress call."""
+_MAX_MEMBERS = 10_000
+"""Most gzip members in one file (profilers write one; ``cat a.gz b.gz`` a few)."""
+
+
+def max_trace_bytes() -> int:
+    """The limit on one trace file's JSON text, bytes (``TRACEKIT_MAX_TRACE_MB`` or the default)."""
+    setting = os.environ.get(MAX_TRACE_MB_VARIABLE, "").strip()
+    if not setting:
+        return MAX_TRACE_MB_DEFAULT << 20
     try:
-        raw = path.read_bytes()
+        megabytes = float(setting)
+    except ValueError:
+        megabytes = -1.0
+    if not megabytes > 0:
+        raise TracekitError(f"{MAX_TRACE_MB_VARIABLE}={setting!r}: expected a positive number of MiB")
+    return int(megabytes * (1 << 20))
+
+
+def _too_large(limit: int, what: str) -> str:
+    return (
+        f"{what} more than {limit / (1 << 20):g} MiB of JSON, the most read from one trace file "
+        f"(set {MAX_TRACE_MB_VARIABLE} to read larger traces)"
+    )
+
+
+def _inflate(raw: bytes, limit: int, path: Path) -> bytearray:
+    """Every gzip member of ``raw`` decompressed; TracekitError as soon as the text passes ``limit``.
+
+    Input goes in by views of at most ``_FEED_BYTES`` at an offset, so neither a long member nor
+    many short ones make the input be copied more than about once.
+    """
+    text = bytearray()
+    view = memoryview(raw)
+    offset, members = 0, 0
+    while offset < len(raw):
+        if raw[offset] == 0:  # the padding some writers put after the last member
+            rest = bytes(view[offset:]).lstrip(b"\0")
+            if not rest:
+                break
+            offset = len(raw) - len(rest)
+        members += 1
+        if members > _MAX_MEMBERS:
+            raise TracekitError(f"more than {_MAX_MEMBERS} gzip members: not a trace a profiler wrote", path)
+        inflater = zlib.decompressobj(wbits=31)
+        while not inflater.eof:
+            if offset >= len(raw):
+                raise TracekitError("truncated or corrupt gzip (it ends inside a compressed member)", path)
+            fed = view[offset : offset + _FEED_BYTES]
+            text += inflater.decompress(fed, _INFLATE_CHUNK)
+            if len(text) > limit:
+                raise TracekitError(_too_large(limit, "decompresses to"), path)
+            offset += len(fed) - len(inflater.unconsumed_tail) - len(inflater.unused_data)
+    return text
+
+
+def read_bytes(path: Path) -> bytes | bytearray:
+    """The file's JSON text, gunzipped when it is gzip; TracekitError on empty, unreadable, corrupt or
+    oversized files (``max_trace_bytes``)."""
+    limit = max_trace_bytes()
+    try:
+        with path.open("rb") as handle:
+            if os.fstat(handle.fileno()).st_size > limit and handle.read(2) != _GZIP_MAGIC:
+                raise TracekitError(_too_large(limit, "holds"), path)
+            handle.seek(0)
+            raw = handle.read()
     except OSError as error:
         raise TracekitError(f"cannot read: {error.strerror}", path) from None
     if not raw:
@@ -60,8 +133,8 @@ def read_bytes(path: Path) -> bytes:
     if raw[:2] != _GZIP_MAGIC:
         return raw
     try:
-        return gzip.decompress(raw)
-    except (EOFError, OSError, zlib.error) as error:
+        return _inflate(raw, limit, path)
+    except zlib.error as error:
         raise TracekitError(f"truncated or corrupt gzip ({error})", path) from None
 
 
@@ -136,7 +209,7 @@ class _Slice:
 
 def _reduce(raw: pl.DataFrame) -> _Slice:
     """One slice of raw events (``RAW_SCHEMA``) reduced to complete events and flow ends, in one query."""
-    typed = raw.lazy().with_columns(pl.col(INTEGER_FIELDS).cast(pl.Int64(), strict=False))
+    typed = raw.lazy()  # integer fields arrive typed (``RAW_SCHEMA``)
     unlinked = pl.col("cat").is_in(_GPU_CATEGORIES) & pl.col("correlation").is_null()
     events = typed.filter(
         (pl.col("ph") == "X") & pl.col("ts").is_not_null() & pl.col("dur").is_not_null()

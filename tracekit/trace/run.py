@@ -195,9 +195,16 @@ def cached_table(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo] | None:
 
 def ingest_one(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo]:
     """Parse one trace into a cached Parquet file unless a fresh one exists; runs in a worker process."""
+    table, info, _ = parse_one(path, cache_dir)
+    return table, info
+
+
+def parse_one(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo, pl.DataFrame | None]:
+    """``ingest_one``, and the event table just parsed (None when the cache was fresh), so the
+    caller's first reductions need not read it back."""
     cached = cached_table(path, cache_dir)
     if cached is not None:
-        return cached
+        return (*cached, None)
     table_path, info_path = _cache_paths(path, cache_dir)
     frame, info = read_trace(path)
     partial = table_path.with_suffix(f".tmp-{os.getpid()}")
@@ -209,7 +216,7 @@ def ingest_one(path: Path, cache_dir: Path) -> tuple[Path, TraceInfo]:
     info_tmp = info_path.with_suffix(f".tmp-{os.getpid()}")
     info_tmp.write_bytes(orjson.dumps(fields))
     os.replace(info_tmp, info_path)
-    return table_path, info
+    return table_path, info, frame
 
 
 def ingest(

@@ -1,0 +1,72 @@
+"""Start-up: each command imports only what it uses, and ``tracekit --help`` imports no command.
+
+Every check runs a fresh interpreter and reads its ``sys.modules`` at exit, so an import added at
+the top of any module on a command's path shows here as the package it drags in.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracekit.cli.main import COMMANDS, cli
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "1f1b"
+HEAVY = ("polars", "numpy", "pyarrow", "rich", "yaml", "altair", "vl_convert", "dask", "distributed", "torch")
+"""Packages that cost tens to hundreds of milliseconds to import, or are optional."""
+NEVER_IN_ANALYSIS = {"altair", "vl_convert", "dask", "distributed", "torch", "pandas"}
+"""Packages a command that analyses a run without ``--scheduler`` and draws no chart never needs."""
+
+
+def _modules_after(*argv: str) -> tuple[set[str], int]:
+    """The modules a fresh ``tracekit *argv`` had imported when it exited, and its exit status."""
+    probe = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + json.dumps(sorted(sys.modules)) + '\\n'))\n"
+        "from tracekit.cli.main import main\n"
+        f"sys.argv = ['tracekit', *{list(argv)!r}]\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    line = next(line for line in done.stderr.splitlines() if line.startswith("MODULES "))
+    return set(json.loads(line.removeprefix("MODULES "))), done.returncode
+
+
+def _packages(modules: set[str]) -> set[str]:
+    return {name.split(".")[0] for name in modules}
+
+
+def test_help_imports_no_command_and_no_heavy_package() -> None:
+    modules, status = _modules_after("--help")
+
+    assert status == 0
+    assert not _packages(modules) & set(HEAVY), sorted(_packages(modules) & set(HEAVY))
+    assert {name for name in modules if name.startswith("tracekit.cli.")} == {
+        "tracekit.cli.main",
+        "tracekit.cli.files",
+    }
+
+
+def test_a_report_imports_no_chart_cluster_or_torch_package(tmp_path: Path) -> None:
+    run = tmp_path / "1f1b"
+    shutil.copytree(SAMPLE, run)
+
+    for attempt in ("cold", "cached"):
+        modules, status = _modules_after("report", str(run), "--format", "json")
+        assert status == 0, attempt
+        unwanted = _packages(modules) & NEVER_IN_ANALYSIS
+        assert not unwanted, (attempt, sorted(unwanted))
+        assert "tracekit.cli.dashboard" not in modules and "tracekit.cli.plan" not in modules
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_listed_command_loads_under_its_name(name: str) -> None:
+    command = cli.get_command(None, name)  # type: ignore[arg-type]
+
+    assert command is not None and command.name == name
+    assert COMMANDS[name][1].endswith(".") and len(COMMANDS[name][1]) <= 60
