@@ -378,6 +378,11 @@ class RunAnalysis:
         return self.given_manifest if self.loaded is None else self.loaded.manifest
 
 
+
+def realized_actions(run: Run) -> pl.DataFrame:
+    """The realized-actions frame of a loaded run, as ``tracekit.analyse`` gives it (``REALIZED_SCHEMA``)."""
+    return RunAnalysis.of_run(run).actions
+
 def analyse(
     path: Path | str,
     config: AnalysisConfig | None = None,

@@ -54,6 +54,8 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from tracekit.analysis.dependencies import PATH_ROLE, with_paths
+from tracekit.analysis.medians import RankValues
 from tracekit.schedule.costs import Costs
 
 IDEAL_SCHEMA: dict[str, pl.DataType] = {
@@ -122,32 +124,16 @@ class Ideal:
         return per_op.to_numpy()
 
 
-def _role(stage: pl.Expr, first: pl.Expr, last: pl.Expr) -> pl.Expr:
-    """``first``, ``last``, ``first&last`` or ``middle``: the stage's place on the micro-batch's path."""
-    return (
-        pl.when((stage == first) & (stage == last))
-        .then(pl.lit("first&last"))
-        .when(stage == first)
-        .then(pl.lit("first"))
-        .when(stage == last)
-        .then(pl.lit("last"))
-        .otherwise(pl.lit("middle"))
-    )
-
-
 def action_ops(actions: pl.DataFrame) -> pl.DataFrame:
     """The op instances of realized actions (``REALIZED_SCHEMA``), ``ACTION_OPS_SCHEMA``.
 
-    Work and pairs follow ``tracekit.whatif.pipeline`` (a micro-batch's path is the stages it ran
+    Work and pairs follow the replay case (``tracekit.whatif.pipeline``: a micro-batch's path is the stages it ran
     on in the step and replica; the halves of a pair are consecutive among a rank's overlapped
     actions), so the rows key the same ideal as the replay case's ops; the data-parallel replicas
     of a stage are each other's peers.
     """
-    paths = actions.group_by("step", "replica", "microbatch").agg(
-        pl.col("stage").min().alias("path_first"), pl.col("stage").max().alias("path_last")
-    )
-    rows = actions.join(paths, on=["step", "replica", "microbatch"]).with_columns(
-        _role(pl.col("stage"), pl.col("path_first"), pl.col("path_last")).alias("role"),
+    rows = with_paths(actions).with_columns(
+        PATH_ROLE,
         ((pl.col("end_ns") - pl.col("start_ns")) / 1e6).alias("duration_ms"),
     )
     single = rows.filter(~pl.col("overlapped")).select(
@@ -182,32 +168,6 @@ def expected_cost(others: Sequence[tuple[float, float]], work: float = 1.0) -> f
     one rule and a rank's own durations set neither.
     """
     return float(np.median([duration / unit for duration, unit in others])) * work
-
-
-class RankValues:
-    """Values that ranks hold, sorted, with where each rank's values sit: medians without one rank's."""
-
-    def __init__(self, values: Sequence[float], ranks: Sequence[int]) -> None:
-        order = np.argsort(np.asarray(values, dtype=np.float64), kind="stable")
-        self.sorted = np.asarray(values, dtype=np.float64)[order]
-        self._places: dict[int, list[int]] = {}
-        for place, index in enumerate(order.tolist()):
-            self._places.setdefault(ranks[index], []).append(place)
-
-    def without(self, rank: int) -> tuple[int, np.ndarray]:
-        """(how many other ranks hold values, the middle one or two of their values in order).
-
-        ``np.median`` of those middle values is ``np.median`` of all the other ranks' values.
-        """
-        removed = np.asarray(sorted(self._places.get(rank, ())), dtype=np.int64)
-        others = len(self._places) - (rank in self._places)
-        remaining = self.sorted.size - removed.size
-        if remaining == 0:
-            return others, self.sorted[:0]
-        # The k-th kept value sits at k plus the number of removed places at or before it.
-        shifted = removed - np.arange(removed.size)
-        middle = np.array([remaining // 2] if remaining % 2 else [remaining // 2 - 1, remaining // 2])
-        return others, self.sorted[middle + np.searchsorted(shifted, middle, side="right")]
 
 
 def _robust(medians: pl.DataFrame) -> pl.DataFrame:

@@ -1,7 +1,7 @@
 """One interval of live summaries judged the way a captured trace is: stragglers, their price, bubbles.
 
 The interval's summaries become a realized-actions frame (``tracekit.live.summaries``), aligned
-across hosts as a trace is (``tracekit.whatif.clock``) when the ranks sit on several, and that frame
+across hosts as a trace is (``tracekit.analysis.clock``) when the ranks sit on several, and that frame
 is analysed on the one road a captured run takes (``tracekit.run_analysis.RunAnalysis.of_actions``):
 the same replay case, straggler scores and their what-if price, busy and bubble time. Nothing here
 scores or prices on its own.
@@ -34,7 +34,7 @@ from tracekit.live.summaries import StepSummary, realized_frame, stage_work_entr
 from tracekit.run_analysis import AnalysisConfig, RunAnalysis
 from tracekit.stragglers.scoring import StragglerConfig
 from tracekit.stragglers.work import stage_work_frame
-from tracekit.whatif.clock import apply_offsets, estimate_offsets
+from tracekit.analysis.clock import apply_offsets, estimate_offsets
 
 RANK_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),

@@ -46,7 +46,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tracekit.analysis.ideal import RankValues, expected_cost
+from tracekit.analysis.ideal import expected_cost
+from tracekit.analysis.medians import RankValues
 
 
 def _buckets(ranks: list[int], values: list[float], keys: list) -> dict:
