@@ -149,6 +149,22 @@ def test_no_import_circle() -> None:
     assert circles(graph()) == []
 
 
+FORMATTING_MAY_NOT_IMPORT = ("tracekit.schedule", "tracekit.whatif", "tracekit.analysis", "tracekit.stragglers")
+"""What computes below ``RunAnalysis``: the dashboards read it only through ``tracekit.run_analysis``."""
+
+
+def test_dashboards_read_only_the_analysis() -> None:
+    edges = graph()
+    reached = {
+        f"{module} imports {target}"
+        for module, targets in edges.items()
+        if module.startswith("dashboards.")
+        for target in targets
+        if target.startswith(FORMATTING_MAY_NOT_IMPORT)
+    }
+    assert sorted(reached) == []
+
+
 @pytest.mark.parametrize(
     ("edges", "problem"),
     [

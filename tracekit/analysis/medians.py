@@ -1,6 +1,6 @@
 """Leave-one-out medians: the median of the values every other rank holds, for each rank at once.
 
-The ideal (``tracekit.analysis.ideal``), the straggler references (``tracekit.stragglers.references``)
+The ideal (``tracekit.analysis.ideal``), the straggler references (``tracekit.analysis.references``)
 and the link references (``tracekit.stragglers.links``) each set a rank beside the median of the
 others; sorting once and skipping one rank's places answers each rank without a rescan.
 

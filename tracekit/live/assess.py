@@ -33,7 +33,7 @@ import polars as pl
 from tracekit.live.summaries import StepSummary, realized_frame, stage_work_entries, step_frame
 from tracekit.run_analysis import AnalysisConfig, RunAnalysis
 from tracekit.stragglers.scoring import StragglerConfig
-from tracekit.stragglers.work import stage_work_frame
+from tracekit.analysis.work import stage_work_frame
 from tracekit.analysis.clock import apply_offsets, estimate_offsets
 
 RANK_SCHEMA: dict[str, pl.DataType] = {
