@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis.ideal import IDEAL_DEFINITION, PAPER_REPLAY, Ideal
+from tracekit.errors import TracekitError
 from tracekit.present.result import Result, Table
 from tracekit.present.stragglers import case_warnings, clock_fields
 from tracekit.run_analysis import RunAnalysis
@@ -145,6 +146,15 @@ def definitions(analysis: RunAnalysis) -> dict[str, str]:
     return {**DEFINITIONS, "ideal": ideal}
 
 
+def rank_savings(analysis: RunAnalysis) -> list[dict[str, Any]] | None:
+    """Each judged rank's price (``tracekit stragglers``): the measured step saved at its ideal speed."""
+    try:
+        ranks = analysis.stragglers.ranks
+    except TracekitError:
+        return None
+    return ranks.select("rank", "saving_ms", "step_ms", "step_ms_without", "flagged").to_dicts()
+
+
 def whatif_payload(analysis: RunAnalysis) -> dict[str, Any]:
     """The stable JSON payload of ``tracekit whatif`` (times in ms)."""
     result, named = analysis.whatif, analysis.named
@@ -172,6 +182,7 @@ def whatif_payload(analysis: RunAnalysis) -> dict[str, Any]:
         "ms_detail": _counterfactual_json(result.ms),
         "mw_detail": _counterfactual_json(result.mw),
         "steps": step_table(result).to_dicts(),
+        "rank_savings": rank_savings(analysis),
         "named_schedule": named_json(named),
         **clock_fields(analysis),
         "findings": findings(result, named),
