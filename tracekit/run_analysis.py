@@ -46,9 +46,10 @@ from tracekit.gpu.analysis import GpuAnalysis
 from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, KernelPattern
 from tracekit.perrank.engine import Engine
 from tracekit.perrank.reduce import RunReductions, reduce_directory, reduce_loaded
+from tracekit.run_sources import ActionsSource, KinetoSource, OpTableSource, RunSource
 from tracekit.schedule.costs import Costs
 from tracekit.schedule.registry import GENERATORS
-from tracekit.stragglers.links import slow_links
+from tracekit.stragglers.links import LinkConfig, slow_links
 from tracekit.stragglers.scoring import StragglerConfig, Stragglers, score_stragglers
 from tracekit.trace.run import Run
 from tracekit.whatif.attribution import WhatIf, WhatIfConfig, what_if
@@ -75,6 +76,8 @@ class AnalysisConfig:
     """What-if choices (``tracekit.whatif.attribution``)."""
     ideal: IdealConfig = field(default_factory=IdealConfig)
     """How ideal durations are taken (``tracekit.analysis.ideal``)."""
+    links: LinkConfig = field(default_factory=LinkConfig)
+    """Communication-straggler thresholds (``tracekit.stragglers.links``)."""
     pipelines: PipelineLayout | None = None
     """How ranks form data-parallel replicas of the pipeline (``tracekit.analysis.pipelines``); None:
     run.json's pipeline groups, else one pipeline."""
@@ -150,26 +153,13 @@ class RunAnalysis:
 
     source: Path
     config: AnalysisConfig
-    loaded: Run | None
-    """The loaded traces; None for an op-table."""
-    meta: Path | None = None
-    """An op-table's job metadata YAML; None: the one beside it."""
-    given: pl.DataFrame | None = None
-    """Realized actions given directly (simulated runs), analysed without traces; else None."""
-    given_manifest: Manifest | None = None
-    """The manifest that goes with ``given``."""
-    given_stage_work: pl.DataFrame | None = None
-    """Per-stage work (``tracekit.analysis.work``) that goes with ``given``; None: the manifest's."""
-    given_world_size: int | None = None
-    """The job's ranks when ``given`` comes without a manifest (live intervals); None: the manifest's."""
-    reductions: RunReductions | None = None
-    """Every rank's reductions as ``analyse`` computed them beside the parse; None: computed from
-    ``loaded`` on first use."""
+    data: RunSource
+    """What the run was read from (``tracekit.run_sources``): traces, an op-table or given actions."""
 
     @classmethod
     def of_run(cls, run: Run, config: AnalysisConfig | None = None) -> RunAnalysis:
         """The analysis of an already loaded run."""
-        return cls(source=run.root, config=config or AnalysisConfig(), loaded=run)
+        return cls(source=run.root, config=config or AnalysisConfig(), data=KinetoSource(run))
 
     @classmethod
     def of_actions(
@@ -189,12 +179,13 @@ class RunAnalysis:
         return cls(
             source=Path(source),
             config=config or AnalysisConfig(),
-            loaded=None,
-            given=actions,
-            given_manifest=manifest,
-            given_stage_work=stage_work,
-            given_world_size=world_size,
+            data=ActionsSource(actions, manifest, stage_work, world_size),
         )
+
+    @property
+    def loaded(self) -> Run | None:
+        """The loaded traces; None for an op-table or given actions."""
+        return self.data.run if isinstance(self.data, KinetoSource) else None
 
     # --- the run --------------------------------------------------------------------------------
 
@@ -210,14 +201,13 @@ class RunAnalysis:
     @property
     def is_optable(self) -> bool:
         """True when read from an op-table (Parquet + meta YAML) rather than trace files."""
-        return self.loaded is None and self.given is None
+        return isinstance(self.data, OpTableSource)
 
     @cached_property
     def facts(self) -> RunFacts:
         """The run's facts (manifest fields are None when the capture wrote no manifest)."""
         if self.loaded is None:
-            kind = "op-table" if self.given is None else "actions"
-            return RunFacts(str(self.source), kind, None, (), (), False, None, None, None, None, None, None)
+            return RunFacts(str(self.source), self.data.kind, None, (), (), False, None, None, None, None, None, None)
         run = self.loaded
         manifest = run.manifest
         schedule = None if manifest is None else manifest.schedule
@@ -245,15 +235,15 @@ class RunAnalysis:
     @cached_property
     def reduced(self) -> RunReductions:
         """Every rank's labelled actions and GPU figures (``tracekit.perrank``), put together."""
-        if self.reductions is not None:
-            return self.reductions
+        if isinstance(self.data, KinetoSource) and self.data.reductions is not None:
+            return self.data.reductions
         return reduce_loaded(self.run, self.config.kernel_patterns, self.config.pipelines)
 
     @property
     def has_schedule_labels(self) -> bool:
         """True when some rank's trace labels pipeline actions (``tracekit:``, ``PP:``, ...)."""
         if self.loaded is None:
-            return self.given is not None
+            return isinstance(self.data, ActionsSource)
         return self.reduced.has_labels
 
     @property
@@ -296,8 +286,8 @@ class RunAnalysis:
     @cached_property
     def realized(self) -> RealizedActions:
         """The realized actions on one clock (``tracekit.analysis.realized.realize``)."""
-        if self.given is not None:
-            return RealizedActions(actions=self.given, clock=Clock.CPU, alignment=None, warnings=())
+        if isinstance(self.data, ActionsSource):
+            return RealizedActions(actions=self.data.actions, clock=Clock.CPU, alignment=None, warnings=())
         labelled = self.labelled
         projection = self.gpu.action_projection if self.gpu is not None else None
         return realize(self.run, labelled, projection)
@@ -327,8 +317,8 @@ class RunAnalysis:
     @cached_property
     def replay(self) -> Replay:
         """The dependency graph and op instances (``tracekit.whatif.pipeline`` / ``megatron``)."""
-        if self.is_optable:
-            job = read_meta(self.meta if self.meta is not None else find_meta(self.source))
+        if isinstance(self.data, OpTableSource):
+            job = read_meta(self.data.meta if self.data.meta is not None else find_meta(self.source))
             return Replay(megatron_case(read_optable(self.source), job, str(self.source)), ())
         case, warnings, node_of_action = pipeline_case_nodes(self.actions, str(self.source))
         return Replay(case, warnings, node_of_action)
@@ -341,8 +331,8 @@ class RunAnalysis:
     @cached_property
     def stage_work(self) -> pl.DataFrame:
         """Per-stage work (``tracekit.analysis.work``): the given frame, else the manifest's (maybe empty)."""
-        if self.given_stage_work is not None:
-            return self.given_stage_work
+        if isinstance(self.data, ActionsSource) and self.data.stage_work is not None:
+            return self.data.stage_work
         return stage_work(self.manifest, str(self.source))
 
     @property
@@ -371,7 +361,7 @@ class RunAnalysis:
             self.case,
             self.config.stragglers,
             self.stage_work,
-            world_size=self.given_world_size if manifest is None else manifest.world_size,
+            world_size=self.data.world_size,
             ideal=self.reference_ideal,
         )
 
@@ -380,7 +370,7 @@ class RunAnalysis:
         """Communication stragglers (``tracekit.stragglers.links.LINK_SCHEMA``); None for an op-table."""
         if self.is_optable:
             return None
-        return slow_links(self.actions, float(self.case.measured_ms().mean()))
+        return slow_links(self.actions, float(self.case.measured_ms().mean()), self.config.links)
 
     @cached_property
     def critical_path(self) -> pl.DataFrame:
@@ -456,7 +446,7 @@ class RunAnalysis:
     @property
     def manifest(self) -> Manifest | None:
         """The collector's run.json; None for op-tables and runs captured by other tools."""
-        return self.given_manifest if self.loaded is None else self.loaded.manifest
+        return self.data.manifest
 
 
 
@@ -491,8 +481,8 @@ def analyse(
             raise TracekitError(
                 "--pipelines is for trace directories: an op-table names each op's data-parallel rank", path
             )
-        return RunAnalysis(source=path, config=config, loaded=None, meta=meta)
+        return RunAnalysis(source=path, config=config, data=OpTableSource(path, meta))
     if load is not None:
-        return RunAnalysis(source=path, config=config, loaded=load(path))
+        return RunAnalysis(source=path, config=config, data=KinetoSource(load(path)))
     run, reductions = reduce_directory(path, config.kernel_patterns, config.pipelines, engine, on_start, on_file)
-    return RunAnalysis(source=path, config=config, loaded=run, reductions=reductions)
+    return RunAnalysis(source=path, config=config, data=KinetoSource(run, reductions))

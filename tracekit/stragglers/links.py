@@ -72,11 +72,11 @@ class LinkConfig:
     min_excess_ms: float = 3.0
     """Flag a link whose median exposed latency is at least this much above the other links' (ms)."""
     min_ratio: float = 2.0
-    """... and at least this many times theirs."""
+    """Flag a link only when its latency is also at least this many times the other links'."""
     min_saving_share: float = 0.05
-    """... and whose reference latency would save at least this share of the step."""
+    """Flag a link only when the reference latency would save at least this share of the step."""
     persistent_share: float = 0.5
-    """... in more than this share of the steps."""
+    """Flag a link only when it is slow in more than this share of the steps."""
 
     def __post_init__(self) -> None:
         if self.min_excess_ms <= 0:
