@@ -42,7 +42,7 @@ from examples.small_model import Model
 
 from tracekit.run_analysis import analyse
 from tracekit.stragglers.scoring import score_stragglers
-from tracekit.stragglers.work import stage_work
+from tracekit.analysis.work import stage_work
 
 CASES: tuple[tuple[str, int, int], ...] = (
     *(("1f1b", 4, rank) for rank in range(4)),

@@ -68,7 +68,7 @@ class MicrobatchPath:
 class StageWork:
     """What one stage module holds, counted once when the capture window opens (``collectors.work``).
 
-    Analysis compares stages without peers by it (``tracekit.stragglers.work``).
+    Analysis compares stages without peers by it (``tracekit.analysis.work``).
     """
 
     stage: int

@@ -138,25 +138,6 @@ def _step(original: Callable[..., Any]) -> Callable[..., Any]:
     return step
 
 
-def _labelled(original: Callable[..., Any], label_of: Callable[..., Any]) -> Callable[..., Any]:
-    """``original`` inside the span ``label_of(self, *args, **kwargs)`` while watching (guarded).
-
-    The wrapper passes any arguments through: a newer DualPipe may call its methods differently.
-    """
-    guard = Guard(original)
-
-    def labelled(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not capture.watching():
-            return original(self, *args, **kwargs)
-        label = guard.attempt(lambda: label_of(self, *args, **kwargs))
-        if label is None:
-            return original(self, *args, **kwargs)
-        with label:
-            return original(self, *args, **kwargs)
-
-    return labelled
-
-
 def _forward_label(pipe: Any, phase: int) -> Any:
     stage, microbatch = position(pipe, phase, pipe.current_f_chunk_id)
     return spans.action_span(stage, "F", microbatch)
@@ -224,7 +205,7 @@ def _patch_class(pipe: type) -> None:
         "step": _step,
         "_weight_chunk": _weight,
         **{
-            name: (lambda original, label_of=label_of: _labelled(original, label_of))
+            name: (lambda original, label_of=label_of: spans.guarded_span(original, label_of))
             for name, label_of in (
                 ("_forward_compute_chunk", _forward_label),
                 ("_backward_compute_chunk", _backward_label),

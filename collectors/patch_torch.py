@@ -64,22 +64,6 @@ def p2p_direction(p2p_ops: list[Any]) -> str:
     return "send" if kinds == {dist.isend} else "recv" if kinds == {dist.irecv} else "sendrecv"
 
 
-def _spanned(original: Callable[..., Any], span_of: Callable[..., Any]) -> Callable[..., Any]:
-    """``original`` inside ``span_of(self, *args, **kwargs)`` while watching; the span is guarded."""
-    guard = Guard(original)
-
-    def spanned(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not capture.watching():
-            return original(self, *args, **kwargs)
-        span = guard.attempt(lambda: span_of(self, *args, **kwargs))
-        if span is None:
-            return original(self, *args, **kwargs)
-        with span:
-            return original(self, *args, **kwargs)
-
-    return spanned
-
-
 def _forward_span(self: Any, *args: Any, **kwargs: Any) -> Any:
     return spans.action_span(self.stage_index, "F", args[0] if args else kwargs["fwd_chunk_id"])
 
@@ -212,7 +196,9 @@ def patch(schedules: ModuleType) -> None:
         ("backward_one_chunk", _backward_span),
         ("backward_weight_one_chunk", _backward_weight_span),
     ):
-        wrap_attribute(stage_base, name, lambda original, span_of=span_of: _spanned(original, span_of))
+        wrap_attribute(
+            stage_base, name, lambda original, span_of=span_of: spans.guarded_span(original, span_of)
+        )
     for value in list(vars(schedules).values()):
         if (
             isinstance(value, type)

@@ -10,13 +10,14 @@ Not for deciding when a window is open (``collectors.capture``) nor for the labe
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from torch.autograd.profiler import record_function
 
-from collectors import labels
+from collectors import capture, labels
 from collectors.capture import current
+from collectors.hooks import Guard
 
 _IDLE = contextlib.nullcontext()
 
@@ -68,3 +69,24 @@ def comm_span(op: str) -> contextlib.AbstractContextManager[object]:
         labels.comm_label(op) if recorder.labelling else None,
         None if recorder.live is None else recorder.live.comm(),
     )
+
+
+def guarded_span(original: Callable[..., Any], span_of: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` inside the span ``span_of(self, *args, **kwargs)`` while watching; the span is guarded.
+
+    Arguments pass through untouched (a newer library may call its methods differently); a
+    ``span_of`` that returns None, or has raised once (``collectors.hooks.Guard``), leaves
+    ``original`` unwrapped. Every patched schedule method that runs inside one span uses this.
+    """
+    guard = Guard(original)
+
+    def spanned(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not capture.watching():
+            return original(self, *args, **kwargs)
+        span = guard.attempt(lambda: span_of(self, *args, **kwargs))
+        if span is None:
+            return original(self, *args, **kwargs)
+        with span:
+            return original(self, *args, **kwargs)
+
+    return spanned

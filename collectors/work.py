@@ -1,7 +1,7 @@
 """What each stage computes, counted once when a capture window opens: parameters and layers.
 
 Analysis compares the durations of stages that have no peers by the work they hold
-(``tracekit.stragglers.work``). Counting is cheap (one pass over the module's parameters and
+(``tracekit.analysis.work``). Counting is cheap (one pass over the module's parameters and
 submodules, no tensor data read) and done once per stage module: the result is kept in a weak map,
 so later steps, and a module that is freed, cost nothing. The fields are ``StageWork``'s
 (``collectors.manifest``, the typed run.json schema).

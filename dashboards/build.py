@@ -4,24 +4,23 @@ Every figure comes from the one analysis of the run (``tracekit.run_analysis``),
 with ``tracekit report``, ``stragglers`` and ``whatif`` to the last digit. Sections, each either
 charts or a note saying why not:
 
-1. timeline: the realized schedule of one step (or all) above its *ideal*: the run's own per-rank
-   order replayed by the simulator with every action at its ideal duration
-   (``tracekit.analysis.ideal``: never a straggler's own) and no communication cost. Ranks running
-   the same stages (data-parallel replicas) share one ideal pipeline.
+1. timeline: the realized schedule of one step (or all) above its *ideal*, the what-if's ideal
+   replay action by action (``RunAnalysis.ideal_timeline``; the definition is
+   ``tracekit.analysis.ideal.IDEAL_DEFINITION``, quoted under the chart).
 2. utilization: bubble fraction per rank over *all* steps (the report's figures), realized against
-   the ideal replay of every step.
+   the same ideal replay of every step, measured the same way.
 3. overlap: communication hidden under compute per rank and class, for GPU traces.
 4. stragglers: slowdown against peers per rank and kind, flagged as ``tracekit stragglers`` flags,
    and the what-if attribution.
 5. comparison: the simulated bubble fraction of every known schedule against micro-batches at the
-   run's P, each "at typical costs" (the ideal durations), with the realized run and its ideal marked.
+   run's P, each "at typical costs" (the ideal durations; ``RunAnalysis.schedule_comparison``), with
+   the realized run and its ideal marked: the named-schedule comparison, a separate reference.
 
 Not for: computing metrics (``tracekit.run_analysis``) or drawing (the view modules).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,19 +33,18 @@ from dashboards.page import Page, Section, View
 from dashboards.rank_section import TITLE as RANKS_TITLE
 from dashboards.rank_section import rank_section
 from dashboards.stragglers import attribution_chart, heatmap_scores, straggler_heatmap
-from dashboards.timeline import TimelineLimits, from_realized, from_simulated, timeline_chart
-from dashboards.utilization import from_rank_utilization, from_simulated_ranks, mean_bubble, utilization_chart
-from tracekit.analysis.ideal import stage_costs
+from dashboards.timeline import TimelineLimits, from_realized, timeline_chart
+from dashboards.utilization import from_rank_utilization, mean_bubble, utilization_chart
 from tracekit.errors import TracekitError
 from tracekit.present.stragglers import case_warnings
 from tracekit.present.whatif import attribution_table
-from tracekit.run_analysis import RunAnalysis
-from tracekit.schedule.costs import Costs
-from tracekit.schedule.engine import simulate
-from tracekit.schedule.metrics import summarize
-from tracekit.schedule.realized import schedule_from_realized
-from tracekit.schedule.registry import GENERATORS
-from tracekit.schedule.sweep import ShareCosts, sweep
+from tracekit.run_analysis import (
+    COMPARISON_DEFINITION,
+    IDEAL_DEFINITION,
+    KNOWN_SCHEDULES,
+    IdealTimeline,
+    RunAnalysis,
+)
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,7 @@ class DashboardConfig:
     """Draw every step instead of one (the ideal steps back to back)."""
     timeline: TimelineLimits = field(default_factory=TimelineLimits)
     """When the timeline turns from a Gantt chart into a heatmap."""
-    schedules: tuple[str, ...] = tuple(GENERATORS)
+    schedules: tuple[str, ...] = KNOWN_SCHEDULES
     """Schedules the comparison simulates."""
     microbatch_factors: tuple[float, ...] = (0.5, 1, 2, 4, 8)
     """Comparison micro-batch counts as multiples of P (plus the run's own count)."""
@@ -71,20 +69,9 @@ class DashboardConfig:
             raise TracekitError("costliest_ranks must be at least 1")
         if self.step is not None and self.all_steps:
             raise TracekitError("choose one step or all steps, not both")
-        unknown = sorted(set(self.schedules) - set(GENERATORS))
+        unknown = sorted(set(self.schedules) - set(KNOWN_SCHEDULES))
         if unknown:
-            raise TracekitError(f"unknown schedules {unknown}; known: {', '.join(GENERATORS)}")
-
-
-@dataclass(frozen=True)
-class IdealReplay:
-    """The ideal replay of every step: per-step timeline frames and per-rank utilization, or why not."""
-
-    timelines: dict[int, pl.DataFrame] | None
-    """Step -> timeline frame (``dashboards.timeline`` input, from 0 ms); None when unavailable."""
-    utilization: pl.DataFrame | None
-    """Per rank over all steps (``UTILIZATION_SCHEMA``); None when unavailable."""
-    problem: str | None
+            raise TracekitError(f"unknown schedules {unknown}; known: {', '.join(KNOWN_SCHEDULES)}")
 
 
 SECTION_TITLES: dict[str, str] = {
@@ -100,24 +87,14 @@ SECTION_TITLES: dict[str, str] = {
 PIPELINE_SECTIONS = ("timeline", "utilization", "stragglers", "comparison")
 """The sections that need the run's schedule labels."""
 
-IDEAL_NOTE = (
-    "ideal: this run's own per-rank order replayed by the simulator with every action at its ideal duration "
-    "(the median of the other ranks doing the same work, never the action's own rank) and no communication "
-    "cost; each timeline starts at its own 0 ms"
-)
+IDEAL_NOTE = f"ideal: {IDEAL_DEFINITION}; each timeline starts at its own 0 ms"
+"""The timeline's note: the one definition of the ideal (``tracekit.analysis.ideal``), quoted."""
 
 
 UTILIZATION_NOTE = (
-    "over all {steps} steps, as tracekit report: realized: (step window - busy) / step window summed over "
-    "steps, the window from the step's first start to its last end on any rank; ideal: idle / makespan of the "
-    "ideal replay of every step; an F&B pair counts once"
-)
-
-COMPARISON_NOTE = (
-    "each schedule at typical costs (this run's ideal durations, one cost per rank share) is the second "
-    "reference: it differs from the ideal marked here by the run's own order and per-stage imbalance; bubble "
-    "fraction = mean over ranks of idle / makespan; a schedule with v stages per rank runs each stage at the "
-    "share's cost / v"
+    "over all {steps} steps, as tracekit report: (step window - busy) / step window summed over steps, the "
+    "window from the step's first start to its last end on any rank, for the realized run and for its ideal "
+    "replay alike; an F&B pair counts once"
 )
 
 
@@ -125,89 +102,15 @@ def _manifest_schedule(manifest: Manifest | None) -> RunSchedule | None:
     return None if manifest is None else manifest.schedule
 
 
-def pipeline_layout(actions: pl.DataFrame) -> pl.DataFrame:
-    """Rank -> (replica, position): the actions' replica; ranks running the same stages share a position.
-
-    Positions are ordered by their first stage. TracekitError when the replicas are uneven.
-    """
-    sets = (
-        actions.group_by("rank")
-        .agg(
-            pl.col("replica").first(),
-            pl.col("stage").unique().sort().cast(pl.String()).str.join(",").alias("stages"),
-            pl.col("stage").min().alias("first"),
-        )
-        .sort("rank")
-    )
-    counts = sets.group_by("stages").len()
-    if counts["len"].n_unique() != 1:
-        raise TracekitError(
-            "ranks do not form equal pipeline replicas: "
-            + ", ".join(f"stages {s} on {n} ranks" for s, n in counts.sort("stages").iter_rows())
-        )
-    doubled = sets.group_by("replica", "stages").len().filter(pl.col("len") > 1).sort("replica", "stages")
-    if not doubled.is_empty():
-        replica, stages, count = doubled.row(0)
-        raise TracekitError(
-            f"{count} ranks of replica {replica} run stages {stages}: pipeline groups unknown"
-        )
-    positions = (
-        sets.select("stages", "first")
-        .unique()
-        .sort("first")
-        .with_row_index("position")
-        .with_columns(pl.col("position").cast(pl.Int32()))
-    )
-    return (
-        sets.join(positions.select("stages", "position"), on="stages")
-        .select("rank", "replica", "position", "stages")
-        .sort("rank")
-    )
-
-
-def ideal_replay(actions: pl.DataFrame, steps: list[int], costs: Costs, layout: pl.DataFrame) -> IdealReplay:
-    """Replay each of ``steps`` of replica 0 with ``costs``; every rank gets its position's figures."""
-    first_replica = layout.filter(pl.col("replica") == 0).select("rank", "position")
-    positions = layout.select("rank", pl.col("position").alias("at"))
-    timelines: dict[int, pl.DataFrame] = {}
-    ranks: list[pl.DataFrame] = []
-    try:
-        for step in steps:
-            rows = (
-                actions.filter(pl.col("step") == step)
-                .join(first_replica, on="rank")
-                .with_columns(pl.col("position").alias("rank"))
-                .drop("position")
-            )
-            timeline = simulate(schedule_from_realized(rows, step), costs)
-            timelines[step] = timeline.to_frame().rename({"rank": "at"}).join(positions, on="at").drop("at")
-            ranks.append(summarize(timeline).ranks)
-    except TracekitError as error:
-        return IdealReplay(None, None, f"ideal timeline unavailable: {error}")
-    per_position = (
-        pl.concat(ranks)
-        .group_by("rank")
-        .agg(pl.col("busy").sum(), pl.col("idle").sum())
-        .with_columns((pl.col("idle") / (pl.col("busy") + pl.col("idle"))).alias("bubble_fraction"))
-        .rename({"rank": "at"})
-        .join(positions, on="at")
-        .drop("at")
-    )
-    return IdealReplay(timelines, from_simulated_ranks(per_position).sort("rank"), None)
-
-
-def ideal_timeline(ideal: IdealReplay, steps: list[int]) -> pl.DataFrame | None:
-    """The ideal timeline of ``steps``, laid back to back from 0 ms."""
-    if ideal.timelines is None:
-        return None
-    parts, offset = [], 0.0
-    for step in steps:
-        frame = ideal.timelines[step]
-        parts.append(from_simulated(frame, offset))
-        offset += float(frame["end"].max())  # type: ignore[arg-type]
-    return pl.concat(parts).select(
-        "timeline", "rank", "stage", "kind", "microbatch", "start_ms", "end_ms", "overlapped"
-    )
+def ideal_timeline(ideal: IdealTimeline, steps: list[int]) -> pl.DataFrame:
+    """The ideal timeline of ``steps``, laid back to back from 0 ms (each step its ideal step time long)."""
+    parts, offset_ns = [], 0
+    for step, step_ms in zip(sorted(ideal.actions["step"].unique().to_list()), ideal.step_ms.tolist()):
+        if step in steps:
+            shown = ideal.actions.filter(pl.col("step") == step)
+            parts.append(from_realized(shown, -offset_ns, timeline="ideal"))
+            offset_ns += round(step_ms * 1e6)
+    return pl.concat(parts)
 
 
 def _steps_shown(actions: pl.DataFrame, config: DashboardConfig) -> list[int]:
@@ -220,87 +123,39 @@ def _steps_shown(actions: pl.DataFrame, config: DashboardConfig) -> list[int]:
     return [step]
 
 
-def _share_costs(costs: Costs, stages_per_rank: float) -> tuple[ShareCosts, str]:
-    """One rank's share of the model from per-stage medians: mean per stage times stages per rank."""
-
-    def mean(values: tuple[float, ...] | None) -> float:
-        measured = [value for value in values or () if not math.isnan(value)]
-        return sum(measured) / len(measured) * stages_per_rank if measured else math.nan
-
-    f, i, w, b, fb = (
-        mean(costs.forward),
-        mean(costs.backward_input),
-        mean(costs.backward_weight),
-        mean(costs.full_backward),
-        mean(costs.overlapped),
-    )
-    assumption = ""
-    if math.isnan(i) or math.isnan(w):
-        if math.isnan(b):
-            raise TracekitError("the run measured no backward (B, or I and W) to cost the comparison")
-        # Zero Bubble's schedules need I and W apart; a run with full backwards only is split evenly.
-        i = w = b / 2
-        assumption = "; B split evenly into I and W (the run measured full backwards only)"
-    if math.isnan(f):
-        raise TracekitError("the run measured no forward to cost the comparison")
-    share = ShareCosts(f=f, b=i, w=w, fb=None if math.isnan(fb) else fb)
-    text = (
-        f"typical costs per rank share from this run's ideal durations: F {f:.3g} ms, I {i:.3g} ms, W {w:.3g} ms"
-        + (f", F&B {fb:.3g} ms" if not math.isnan(fb) else "")
-    )
-    return share, text + assumption + "; no communication cost"
-
-
-def _stages_per_pass(actions: pl.DataFrame, pp: int) -> float:
-    """Stages a micro-batch's forward visits per rank: 2 for the V shapes, 1 for 1F1B and DualPipe."""
-    first = actions.filter((pl.col("microbatch") == 0) & (pl.col("kind") == "F"))
-    return first["stage"].n_unique() / pp
-
-
 def _comparison_section(
-    actions: pl.DataFrame,
-    pp: int,
-    costs: Costs,
-    marks: list[tuple[str, float]],
-    manifest: Manifest | None,
-    config: DashboardConfig,
+    analysis: RunAnalysis, marks: list[tuple[str, float]], config: DashboardConfig
 ) -> Section:
-    """Sweep every schedule at the run's P with the run's costs; ``marks`` are (label, bubble) of this run."""
+    """Every schedule at the run's P with the run's costs; ``marks`` are (label, bubble) of this run."""
     title = SECTION_TITLES["comparison"]
-    schedule = _manifest_schedule(manifest)
+    schedule = _manifest_schedule(analysis.manifest)
     name = "this run" if schedule is None else schedule.name
-    run_microbatches = actions["microbatch"].n_unique() if schedule is None else schedule.microbatches
     try:
-        share, subtitle = _share_costs(costs, _stages_per_pass(actions, pp))
+        found = analysis.schedule_comparison(config.schedules, config.microbatch_factors)
     except TracekitError as error:
         return Section("comparison", title, notes=(f"comparison unavailable: {error}",))
-    counts = sorted({max(1, round(pp * factor)) for factor in config.microbatch_factors} | {run_microbatches})
-    rows, skipped = sweep(config.schedules, [pp], counts, share)
-    if rows.is_empty():
+    if found.rows.is_empty():
         return Section(
-            "comparison", title, notes=("comparison unavailable: no schedule could be simulated", *skipped)
+            "comparison", title, notes=("comparison unavailable: no schedule could be simulated", *found.skipped)
         )
     markers = pl.DataFrame(
-        [(f"{name}: {label}", run_microbatches, bubble) for label, bubble in marks],
+        [(f"{name}: {label}", found.run_microbatches, bubble) for label, bubble in marks],
         schema={"label": pl.String(), "microbatches": pl.Int32(), "bubble_fraction": pl.Float64()},
         orient="row",
     )
-    notes: tuple[str, ...] = (COMPARISON_NOTE,)
-    if skipped:
-        notes += (f"{len(skipped)} combinations not simulated, e.g. {skipped[0]}",)
-    chart = comparison_chart(from_sweep(rows), markers, pp, subtitle)
+    notes: tuple[str, ...] = (COMPARISON_DEFINITION,)
+    if found.skipped:
+        notes += (f"{len(found.skipped)} combinations not simulated, e.g. {found.skipped[0]}",)
+    chart = comparison_chart(from_sweep(found.rows), markers, found.pp, found.costs)
     return Section("comparison", title, views=(View.of("comparison", chart),), notes=notes)
 
 
-def _ideal_costs(analysis: RunAnalysis) -> tuple[pl.DataFrame | None, Costs | None, str | None]:
-    """The pipeline layout and the ideal as per-stage costs, or why not."""
-    actions = analysis.actions
+def _ideal(analysis: RunAnalysis) -> tuple[IdealTimeline | None, str | None]:
+    """The what-if's ideal replay as a timeline, or why there is none."""
     try:
-        layout = pipeline_layout(actions)
-        costs = stage_costs(analysis.ideal, analysis.ideal_ops, int(actions["stage"].max()) + 1)  # type: ignore[arg-type]
+        return analysis.ideal_timeline, None
     except TracekitError as error:
-        return None, None, f"ideal timeline unavailable: {error}"
-    return layout, costs, None
+        return None, f"ideal timeline unavailable: {error}"
 
 
 def _named_stragglers(analysis: RunAnalysis) -> pl.DataFrame | None:
@@ -317,17 +172,12 @@ def pipeline_sections(analysis: RunAnalysis, config: DashboardConfig) -> tuple[S
     every_step = sorted(actions["step"].unique().to_list())
     steps = _steps_shown(actions, config)
     shown = actions.filter(pl.col("step").is_in(steps))
-    layout, costs, problem = _ideal_costs(analysis)
-    if layout is None or costs is None:
-        ideal = IdealReplay(None, None, problem)
-    else:
-        ideal = ideal_replay(actions, every_step, costs, layout)
-    why_not = () if ideal.problem is None else (ideal.problem,)
+    ideal, problem = _ideal(analysis)
+    why_not = () if problem is None else (problem,)
 
     which = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]} ({len(steps)} steps)"
     realized = from_realized(shown, int(shown["start_ns"].min()))  # type: ignore[arg-type]
-    ideal_frame = ideal_timeline(ideal, steps)
-    frames = [realized] if ideal_frame is None else [realized, ideal_frame]
+    frames = [realized] if ideal is None else [realized, ideal_timeline(ideal, steps)]
     many = realized["rank"].n_unique() > config.timeline.gantt_max_ranks
     clock = f"{analysis.clock.value.upper()} clock"
     chart = timeline_chart(
@@ -341,7 +191,8 @@ def pipeline_sections(analysis: RunAnalysis, config: DashboardConfig) -> tuple[S
     )
 
     realized_util = from_rank_utilization(analysis.utilization.per_rank)
-    util_frames = [realized_util] if ideal.utilization is None else [realized_util, ideal.utilization]
+    ideal_util = None if ideal is None else from_rank_utilization(ideal.utilization.per_rank, timeline="ideal")
+    util_frames = [realized_util] if ideal_util is None else [realized_util, ideal_util]
     utilization = Section(
         "utilization",
         SECTION_TITLES["utilization"],
@@ -351,16 +202,10 @@ def pipeline_sections(analysis: RunAnalysis, config: DashboardConfig) -> tuple[S
         notes=(UTILIZATION_NOTE.format(steps=len(every_step)), *why_not),
     )
 
-    if layout is None or costs is None:
-        comparison = Section(
-            "comparison", SECTION_TITLES["comparison"], notes=(f"comparison unavailable: {problem}",)
-        )
-    else:
-        marks = [("realized", mean_bubble(realized_util, "realized"))]
-        if ideal.utilization is not None:
-            marks.append(("ideal", mean_bubble(ideal.utilization, "ideal")))
-        pp = layout["position"].n_unique()
-        comparison = _comparison_section(actions, pp, costs, marks, analysis.manifest, config)
+    marks = [("realized", mean_bubble(realized_util, "realized"))]
+    if ideal_util is not None:
+        marks.append(("ideal", mean_bubble(ideal_util, "ideal")))
+    comparison = _comparison_section(analysis, marks, config)
     return timeline, utilization, comparison
 
 

@@ -19,7 +19,7 @@ exceed the row cap, it is a heatmap of busy fraction per rank band and time bin,
 pipeline stage so that data-parallel replicas share a band: the same story (fill, steady state,
 drain, stalls) at a size a browser draws at thousands of ranks.
 
-Not for: computing the ideal timeline (``tracekit.schedule``; ``build`` runs it).
+Not for: computing the ideal timeline (``tracekit.run_analysis.RunAnalysis.ideal_timeline``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from dashboards.encoding import (
     inline,
     kind_color,
 )
-from tracekit.analysis.intervals import merge_spans
+from tracekit.run_analysis import covered_bins
 
 TIMELINE_SCHEMA: dict[str, pl.DataType] = {
     "timeline": pl.String(),
@@ -73,30 +73,16 @@ class TimelineLimits:
         assert 2 * self.heatmap_bins * self.heatmap_max_bands <= MAX_ROWS
 
 
-def from_realized(actions: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
-    """Realized actions (``tracekit.analysis.realized``) as the realized timeline, from ``origin_ns``."""
+def from_realized(actions: pl.DataFrame, origin_ns: int, timeline: str = "realized") -> pl.DataFrame:
+    """Realized actions (``REALIZED_SCHEMA``: the run's, or its ideal replay's) as a timeline, from ``origin_ns``."""
     return actions.select(
-        pl.lit("realized").alias("timeline"),
+        pl.lit(timeline).alias("timeline"),
         "rank",
         "stage",
         "kind",
         "microbatch",
         ((pl.col("start_ns") - origin_ns) / _NS_PER_MS).alias("start_ms"),
         ((pl.col("end_ns") - origin_ns) / _NS_PER_MS).alias("end_ms"),
-        "overlapped",
-    )
-
-
-def from_simulated(timeline: pl.DataFrame, offset_ms: float = 0.0) -> pl.DataFrame:
-    """A simulated timeline in ms (``tracekit.schedule.engine.TIMELINE_SCHEMA``) as the ideal one."""
-    return timeline.select(
-        pl.lit("ideal").alias("timeline"),
-        "rank",
-        "stage",
-        "kind",
-        "microbatch",
-        (pl.col("start") + offset_ms).alias("start_ms"),
-        (pl.col("end") + offset_ms).alias("end_ms"),
         "overlapped",
     )
 
@@ -182,27 +168,16 @@ def activity_cells(frame: pl.DataFrame, limits: TimelineLimits) -> pl.DataFrame:
     bands = rank_bands(frame, limits.heatmap_max_bands)
     span = float(frame["end_ms"].max())  # type: ignore[arg-type]
     width = span / limits.heatmap_bins
-    merged = merge_spans(
+    covered = covered_bins(
         frame.select(
             "timeline", "rank", pl.col("start_ms").alias("start_ns"), pl.col("end_ms").alias("end_ns")
         ),
         ["timeline", "rank"],
+        width,
+        limits.heatmap_bins,
     )
-    last_bin = limits.heatmap_bins - 1
-    lo = (pl.col("start_ns") / width).floor().cast(pl.Int32()).clip(0, last_bin)
-    hi = ((pl.col("end_ns") / width).ceil().cast(pl.Int32()) - 1).clip(0, last_bin)
     busy = (
-        merged.with_columns(pl.int_ranges(lo, pl.max_horizontal(lo, hi) + 1).alias("bin"))
-        .explode("bin")
-        .with_columns(
-            (
-                pl.min_horizontal(pl.col("end_ns"), (pl.col("bin") + 1) * width)
-                - pl.max_horizontal(pl.col("start_ns"), pl.col("bin") * width)
-            )
-            .clip(0.0)
-            .alias("covered")
-        )
-        .join(bands.select("rank", "band"), on="rank")
+        covered.join(bands.select("rank", "band"), on="rank")
         .group_by("timeline", "band", "bin")
         .agg(pl.col("covered").sum())
     )

@@ -10,8 +10,8 @@ Input, ``UTILIZATION_SCHEMA`` (one row per timeline and rank):
 | window_ms | Float64 | the window it is judged over (step window, or makespan), ms | never null |
 | bubble_fraction | Float64 | (window - busy) / window | never null |
 
-The definitions are those of ``tracekit.analysis.utilization`` (realized) and
-``tracekit.schedule.metrics`` (ideal): the same window for every rank, an F&B pair counted once.
+The definitions are those of ``tracekit.analysis.utilization``, for the realized run and its ideal
+replay alike: the same window for every rank, an F&B pair counted once.
 Up to ``bars_max_ranks`` ranks the view is grouped bars; beyond, two lines over the rank axis
 (two marks however many ranks), so a slow band of ranks still stands out at 2048.
 
@@ -63,26 +63,15 @@ def from_step_utilization(per_step: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def from_rank_utilization(per_rank: pl.DataFrame) -> pl.DataFrame:
-    """Realized rows from ``rank_utilization`` rows: the report's per-rank figures, bubble fraction as is."""
+def from_rank_utilization(per_rank: pl.DataFrame, timeline: str = "realized") -> pl.DataFrame:
+    """Rows from ``rank_utilization`` rows (the run's, or its ideal replay's): the report's figures as they are."""
     return per_rank.select(
-        pl.lit("realized").alias("timeline"),
+        pl.lit(timeline).alias("timeline"),
         "rank",
         (pl.col("busy_ns") / _NS_PER_MS).alias("busy_ms"),
         (pl.col("window_ns") / _NS_PER_MS).alias("window_ms"),
         "bubble_fraction",
     ).sort("rank")
-
-
-def from_simulated_ranks(ranks: pl.DataFrame) -> pl.DataFrame:
-    """Ideal rows from ``tracekit.schedule.metrics.RANK_SCHEMA`` rows (times in ms)."""
-    return ranks.select(
-        pl.lit("ideal").alias("timeline"),
-        "rank",
-        pl.col("busy").alias("busy_ms"),
-        (pl.col("busy") + pl.col("idle")).alias("window_ms"),
-        "bubble_fraction",
-    )
 
 
 def mean_bubble(frame: pl.DataFrame, timeline: str) -> float:

@@ -10,7 +10,9 @@ run comes from the same frames:
       -> stragglers, what-if, the critical path, the named-schedule comparison
 
 ``tracekit report``, ``stragglers``, ``whatif``, ``dashboard`` and ``dashboards/`` read only this
-object; ``tracekit.present`` turns it into JSON payloads, tables and sentences.
+object; ``tracekit.present`` turns it into JSON payloads, tables and sentences. What the page
+needs beyond its parts (the definitions it quotes, ``covered_bins`` for the heatmap, the known
+schedules) is re-exported here, so nothing above this module imports what computes below it.
 
 Not for: computing any figure itself (the modules named on each property), or presenting it.
 """
@@ -22,29 +24,44 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from collectors.manifest import Manifest
-from tracekit.analysis.ideal import Ideal, IdealConfig, action_ops, ideal_durations
-from tracekit.analysis.pipelines import ONE_PIPELINE, PipelineGroups, PipelineLayout, resolve_groups
+from tracekit.analysis.ideal import IDEAL_DEFINITION as IDEAL_DEFINITION
+from tracekit.analysis.ideal import Ideal, IdealConfig, ideal_durations, stage_costs
+from tracekit.analysis.intervals import covered_bins as covered_bins
+from tracekit.analysis.pipelines import (
+    ONE_PIPELINE,
+    PipelineGroups,
+    PipelineLayout,
+    pipeline_positions,
+    resolve_groups,
+)
 from tracekit.analysis.realized import Clock, RealizedActions, RealizedSchedule, no_labels_error, realize
 from tracekit.analysis.utilization import rank_utilization, replica_utilization, step_utilization
+from tracekit.analysis.work import stage_work
 from tracekit.errors import TracekitError
 from tracekit.gpu.analysis import GpuAnalysis
 from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, KernelPattern
 from tracekit.perrank.engine import Engine
 from tracekit.perrank.reduce import RunReductions, reduce_directory, reduce_loaded
-from tracekit.stragglers.links import slow_links
+from tracekit.run_sources import ActionsSource, KinetoSource, OpTableSource, RunSource
+from tracekit.schedule.costs import Costs
+from tracekit.schedule.registry import GENERATORS
+from tracekit.stragglers.links import LinkConfig, slow_links
 from tracekit.stragglers.scoring import StragglerConfig, Stragglers, score_stragglers
-from tracekit.stragglers.work import stage_work
 from tracekit.trace.run import Run
 from tracekit.whatif.attribution import WhatIf, WhatIfConfig, what_if
 from tracekit.whatif.case import ReplayCase
+from tracekit.whatif.comparison import COMPARISON_DEFINITION as COMPARISON_DEFINITION
+from tracekit.whatif.comparison import ScheduleComparison, compare_schedules
 from tracekit.whatif.critical import critical_paths
 from tracekit.whatif.megatron import megatron_case
 from tracekit.whatif.named import NamedComparison, compare_named
 from tracekit.whatif.optable import find_meta, read_meta, read_optable
-from tracekit.whatif.pipeline import pipeline_case
+from tracekit.whatif.pipeline import pipeline_case_nodes
+from tracekit.whatif.timeline import replayed_actions
 
 
 @dataclass(frozen=True)
@@ -59,6 +76,8 @@ class AnalysisConfig:
     """What-if choices (``tracekit.whatif.attribution``)."""
     ideal: IdealConfig = field(default_factory=IdealConfig)
     """How ideal durations are taken (``tracekit.analysis.ideal``)."""
+    links: LinkConfig = field(default_factory=LinkConfig)
+    """Communication-straggler thresholds (``tracekit.stragglers.links``)."""
     pipelines: PipelineLayout | None = None
     """How ranks form data-parallel replicas of the pipeline (``tracekit.analysis.pipelines``); None:
     run.json's pipeline groups, else one pipeline."""
@@ -103,6 +122,24 @@ class Replay:
 
     case: ReplayCase
     warnings: tuple[str, ...]
+    node_of_action: np.ndarray | None = None
+    """Per row of the realized actions, its op's row in ``case.ops``; None for an op-table."""
+
+
+@dataclass(frozen=True)
+class IdealTimeline:
+    """The what-if's ideal replay as a timeline (``tracekit.whatif.timeline``) and its utilization."""
+
+    actions: pl.DataFrame
+    """``REALIZED_SCHEMA``: every action re-timed by the ideal replay, each step from 0 ns."""
+    utilization: Utilization
+    """Busy and bubble of ``actions``, measured as the realized ones are."""
+    step_ms: np.ndarray
+    """The ideal step times, ``steps`` order: the what-if's ``ideal_ms``, the same numbers."""
+
+
+KNOWN_SCHEDULES: tuple[str, ...] = tuple(GENERATORS)
+"""Schedules the simulator generates (``tracekit.schedule.registry``), for the comparison."""
 
 
 def is_optable(path: Path) -> bool:
@@ -116,26 +153,13 @@ class RunAnalysis:
 
     source: Path
     config: AnalysisConfig
-    loaded: Run | None
-    """The loaded traces; None for an op-table."""
-    meta: Path | None = None
-    """An op-table's job metadata YAML; None: the one beside it."""
-    given: pl.DataFrame | None = None
-    """Realized actions given directly (simulated runs), analysed without traces; else None."""
-    given_manifest: Manifest | None = None
-    """The manifest that goes with ``given``."""
-    given_stage_work: pl.DataFrame | None = None
-    """Per-stage work (``tracekit.stragglers.work``) that goes with ``given``; None: the manifest's."""
-    given_world_size: int | None = None
-    """The job's ranks when ``given`` comes without a manifest (live intervals); None: the manifest's."""
-    reductions: RunReductions | None = None
-    """Every rank's reductions as ``analyse`` computed them beside the parse; None: computed from
-    ``loaded`` on first use."""
+    data: RunSource
+    """What the run was read from (``tracekit.run_sources``): traces, an op-table or given actions."""
 
     @classmethod
     def of_run(cls, run: Run, config: AnalysisConfig | None = None) -> RunAnalysis:
         """The analysis of an already loaded run."""
-        return cls(source=run.root, config=config or AnalysisConfig(), loaded=run)
+        return cls(source=run.root, config=config or AnalysisConfig(), data=KinetoSource(run))
 
     @classmethod
     def of_actions(
@@ -155,12 +179,13 @@ class RunAnalysis:
         return cls(
             source=Path(source),
             config=config or AnalysisConfig(),
-            loaded=None,
-            given=actions,
-            given_manifest=manifest,
-            given_stage_work=stage_work,
-            given_world_size=world_size,
+            data=ActionsSource(actions, manifest, stage_work, world_size),
         )
+
+    @property
+    def loaded(self) -> Run | None:
+        """The loaded traces; None for an op-table or given actions."""
+        return self.data.run if isinstance(self.data, KinetoSource) else None
 
     # --- the run --------------------------------------------------------------------------------
 
@@ -176,14 +201,13 @@ class RunAnalysis:
     @property
     def is_optable(self) -> bool:
         """True when read from an op-table (Parquet + meta YAML) rather than trace files."""
-        return self.loaded is None and self.given is None
+        return isinstance(self.data, OpTableSource)
 
     @cached_property
     def facts(self) -> RunFacts:
         """The run's facts (manifest fields are None when the capture wrote no manifest)."""
         if self.loaded is None:
-            kind = "op-table" if self.given is None else "actions"
-            return RunFacts(str(self.source), kind, None, (), (), False, None, None, None, None, None, None)
+            return RunFacts(str(self.source), self.data.kind, None, (), (), False, None, None, None, None, None, None)
         run = self.loaded
         manifest = run.manifest
         schedule = None if manifest is None else manifest.schedule
@@ -211,15 +235,15 @@ class RunAnalysis:
     @cached_property
     def reduced(self) -> RunReductions:
         """Every rank's labelled actions and GPU figures (``tracekit.perrank``), put together."""
-        if self.reductions is not None:
-            return self.reductions
+        if isinstance(self.data, KinetoSource) and self.data.reductions is not None:
+            return self.data.reductions
         return reduce_loaded(self.run, self.config.kernel_patterns, self.config.pipelines)
 
     @property
     def has_schedule_labels(self) -> bool:
         """True when some rank's trace labels pipeline actions (``tracekit:``, ``PP:``, ...)."""
         if self.loaded is None:
-            return self.given is not None
+            return isinstance(self.data, ActionsSource)
         return self.reduced.has_labels
 
     @property
@@ -262,8 +286,8 @@ class RunAnalysis:
     @cached_property
     def realized(self) -> RealizedActions:
         """The realized actions on one clock (``tracekit.analysis.realized.realize``)."""
-        if self.given is not None:
-            return RealizedActions(actions=self.given, clock=Clock.CPU, alignment=None, warnings=())
+        if isinstance(self.data, ActionsSource):
+            return RealizedActions(actions=self.data.actions, clock=Clock.CPU, alignment=None, warnings=())
         labelled = self.labelled
         projection = self.gpu.action_projection if self.gpu is not None else None
         return realize(self.run, labelled, projection)
@@ -293,11 +317,11 @@ class RunAnalysis:
     @cached_property
     def replay(self) -> Replay:
         """The dependency graph and op instances (``tracekit.whatif.pipeline`` / ``megatron``)."""
-        if self.is_optable:
-            job = read_meta(self.meta if self.meta is not None else find_meta(self.source))
+        if isinstance(self.data, OpTableSource):
+            job = read_meta(self.data.meta if self.data.meta is not None else find_meta(self.source))
             return Replay(megatron_case(read_optable(self.source), job, str(self.source)), ())
-        case, warnings = pipeline_case(self.actions, str(self.source))
-        return Replay(case, warnings)
+        case, warnings, node_of_action = pipeline_case_nodes(self.actions, str(self.source))
+        return Replay(case, warnings, node_of_action)
 
     @property
     def case(self) -> ReplayCase:
@@ -305,29 +329,40 @@ class RunAnalysis:
         return self.replay.case
 
     @cached_property
+    def stage_work(self) -> pl.DataFrame:
+        """Per-stage work (``tracekit.analysis.work``): the given frame, else the manifest's (maybe empty)."""
+        if isinstance(self.data, ActionsSource) and self.data.stage_work is not None:
+            return self.data.stage_work
+        return stage_work(self.manifest, str(self.source))
+
+    @property
     def ideal_ops(self) -> pl.DataFrame:
-        """The op instances the ideal is taken over: the case's ops (op-tables), else ``action_ops``."""
-        return self.case.ops if self.is_optable else action_ops(self.actions)
+        """The op instances the ideal is taken over: the replay case's ops (``OPS_SCHEMA``)."""
+        return self.case.ops
 
     @cached_property
     def ideal(self) -> Ideal:
         """The ideal duration of every op (``tracekit.analysis.ideal``), the one ideal of the run."""
-        return ideal_durations(self.ideal_ops, self.config.ideal.method_for(self.facts.source))
+        method = self.config.ideal.method_for(self.facts.source)
+        return ideal_durations(self.ideal_ops, method, self.stage_work)
+
+    @cached_property
+    def reference_ideal(self) -> Ideal:
+        """The robust ideal straggler prices replay: ``ideal`` itself unless it is osdi25 (op-tables)."""
+        if self.ideal.method == "robust":
+            return self.ideal
+        return ideal_durations(self.ideal_ops, "robust", self.stage_work)
 
     @cached_property
     def stragglers(self) -> Stragglers:
         """Every rank against its reference and priced (``tracekit.stragglers.scoring``)."""
         manifest = self.manifest
-        work = (
-            self.given_stage_work
-            if self.given_stage_work is not None
-            else stage_work(manifest, str(self.source))
-        )
         return score_stragglers(
             self.case,
             self.config.stragglers,
-            work,
-            world_size=self.given_world_size if manifest is None else manifest.world_size,
+            self.stage_work,
+            world_size=self.data.world_size,
+            ideal=self.reference_ideal,
         )
 
     @cached_property
@@ -335,7 +370,7 @@ class RunAnalysis:
         """Communication stragglers (``tracekit.stragglers.links.LINK_SCHEMA``); None for an op-table."""
         if self.is_optable:
             return None
-        return slow_links(self.actions, float(self.case.measured_ms().mean()))
+        return slow_links(self.actions, float(self.case.measured_ms().mean()), self.config.links)
 
     @cached_property
     def critical_path(self) -> pl.DataFrame:
@@ -357,6 +392,42 @@ class RunAnalysis:
         return what_if(self.case, self.config.whatif, self.ideal.per_op(self.case.ops))
 
     @cached_property
+    def ideal_timeline(self) -> IdealTimeline:
+        """The what-if's ideal replay, action by action, and its bubble (``tracekit.whatif.timeline``).
+
+        The same replay as ``whatif.ideal_ms`` (its durations, its gaps), so the dashboard's ideal
+        timeline and bubble are the what-if's ideal. TracekitError for an op-table.
+        """
+        node_of_action = self.replay.node_of_action
+        if node_of_action is None:
+            raise TracekitError("an op-table holds no actions to lay out as a timeline", self.source)
+        case, durations = self.case, self.ideal.per_op(self.case.ops)
+        occupied = case.occupied_ms(durations) if self.whatif.replay == "recorded" else durations
+        actions = replayed_actions(self.actions, node_of_action, case, durations, occupied)
+        per_step = step_utilization(actions)
+        utilization = Utilization(per_step, rank_utilization(per_step), replica_utilization(actions, per_step))
+        return IdealTimeline(actions=actions, utilization=utilization, step_ms=self.whatif.ideal_ms)
+
+    @cached_property
+    def layout(self) -> pl.DataFrame:
+        """Rank -> (replica, position, stages) (``tracekit.analysis.pipelines.pipeline_positions``)."""
+        return pipeline_positions(self.actions)
+
+    @cached_property
+    def stage_costs(self) -> Costs:
+        """The ideal as the simulator's per-kind, per-stage costs (``tracekit.analysis.ideal.stage_costs``)."""
+        return stage_costs(self.ideal, self.ideal_ops, int(self.case.ops["stage"].max()) + 1)  # type: ignore[arg-type]
+
+    def schedule_comparison(
+        self, schedules: tuple[str, ...] = KNOWN_SCHEDULES, microbatch_factors: tuple[float, ...] = (0.5, 1, 2, 4, 8)
+    ) -> ScheduleComparison:
+        """Every schedule at the run's P and typical costs (``tracekit.whatif.comparison``); TracekitError when not."""
+        schedule = None if self.manifest is None else self.manifest.schedule
+        microbatches = self.actions["microbatch"].n_unique() if schedule is None else schedule.microbatches
+        pp = self.layout["position"].n_unique()
+        return compare_schedules(self.actions, pp, self.stage_costs, microbatches, schedules, microbatch_factors)
+
+    @cached_property
     def _named(self) -> tuple[NamedComparison | None, tuple[str, ...]]:
         if self.is_optable:
             return None, ()
@@ -375,8 +446,13 @@ class RunAnalysis:
     @property
     def manifest(self) -> Manifest | None:
         """The collector's run.json; None for op-tables and runs captured by other tools."""
-        return self.given_manifest if self.loaded is None else self.loaded.manifest
+        return self.data.manifest
 
+
+
+def realized_actions(run: Run) -> pl.DataFrame:
+    """The realized-actions frame of a loaded run, as ``tracekit.analyse`` gives it (``REALIZED_SCHEMA``)."""
+    return RunAnalysis.of_run(run).actions
 
 def analyse(
     path: Path | str,
@@ -405,8 +481,8 @@ def analyse(
             raise TracekitError(
                 "--pipelines is for trace directories: an op-table names each op's data-parallel rank", path
             )
-        return RunAnalysis(source=path, config=config, loaded=None, meta=meta)
+        return RunAnalysis(source=path, config=config, data=OpTableSource(path, meta))
     if load is not None:
-        return RunAnalysis(source=path, config=config, loaded=load(path))
+        return RunAnalysis(source=path, config=config, data=KinetoSource(load(path)))
     run, reductions = reduce_directory(path, config.kernel_patterns, config.pipelines, engine, on_start, on_file)
-    return RunAnalysis(source=path, config=config, loaded=run, reductions=reductions)
+    return RunAnalysis(source=path, config=config, data=KinetoSource(run, reductions))

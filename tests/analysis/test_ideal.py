@@ -23,7 +23,7 @@ def test_a_stragglers_slowness_sets_nobodys_ideal(name: str, slow_rank: int) -> 
     _, clean = _ideal(name)
     _, slowed = _ideal(name, slow_rank=slow_rank, factor=3.0)
 
-    key = ["rank", "optype", "work"]
+    key = ["rank", "stage", "optype", "work"]
     joined = clean.table.join(slowed.table, on=key, suffix="_slowed")
 
     assert joined.height == clean.table.height
@@ -41,7 +41,7 @@ def test_basis_names_the_rule_that_set_each_ideal() -> None:
     basis = {(r, o): b for r, o, b in ideal.table.select("rank", "optype", "basis").iter_rows()}
 
     # 4-rank 1F1B: ranks 1 and 2 do the middle stages' work; ranks 0 and 3 (first, last) have no peer.
-    assert basis[(1, "F")] == basis[(2, "F")] == "fastest peer"
+    assert basis[(1, "F")] == basis[(2, "F")] == "peers"
     assert basis[(0, "F")] == basis[(3, "B")] == "other ranks"
     assert dict(ideal.table.schema) == IDEAL_SCHEMA
 
@@ -49,10 +49,9 @@ def test_basis_names_the_rule_that_set_each_ideal() -> None:
 def test_per_op_durations_follow_the_ops_order() -> None:
     case, ideal = _ideal("zbv", slow_rank=1, factor=2.0)
 
-    lookup = {
-        (r, o, w): v for r, o, w, v in ideal.table.select("rank", "optype", "work", "ideal_ms").iter_rows()
-    }
-    expected = [lookup[key] for key in case.ops.select("rank", "optype", "work").iter_rows()]
+    key = ["rank", "stage", "optype", "work"]
+    lookup = {row[:4]: row[4] for row in ideal.table.select(*key, "ideal_ms").iter_rows()}
+    expected = [lookup[row] for row in case.ops.select(key).iter_rows()]
 
     assert ideal.per_op(case.ops).tolist() == expected
 
@@ -90,4 +89,4 @@ def test_an_ideal_is_never_slower_than_what_the_rank_did(sample: str) -> None:
     table = analysis.ideal.table
 
     assert (table["ideal_ms"] <= table["own_median_ms"]).all()
-    assert set(table["basis"].to_list()) <= {"fastest peer", "other ranks", "own steps"}
+    assert set(table["basis"].to_list()) <= {"peers", "expected", "other ranks", "own steps"}

@@ -16,7 +16,7 @@ import pytest
 from collector_runs import Recorded, example_job, record
 from schedule.reference_orders import UPSTREAM_DUALPIPE, deepseek_dualpipe_order, deepseek_dualpipev_order
 
-from tracekit.analysis.realized import realized_actions
+from tracekit.run_analysis import realized_actions
 from tracekit.schedule.action import flatten, parse_step
 from tracekit.trace.run import load_run
 

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 from collector_runs import example_job, record
 
-from tracekit.analysis.realized import realized_actions
+from tracekit.run_analysis import realized_actions
 from tracekit.trace.run import load_run
 
 pytestmark = pytest.mark.slow

@@ -21,7 +21,7 @@ from collector_runs import MICROBATCHES, RANKS, TRACEKIT, Recorded, example_job,
 from schedule.reference_orders import deepseek_dualpipe_order, torch_order
 
 from collectors.launch import capture_env
-from tracekit.analysis.realized import realized_actions
+from tracekit.run_analysis import realized_actions
 from tracekit.schedule.action import flatten, parse_step
 from tracekit.trace.run import load_run
 

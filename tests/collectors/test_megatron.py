@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 from collector_runs import Recorded, record
 
-from tracekit.analysis.realized import realized_actions
+from tracekit.run_analysis import realized_actions
 from tracekit.trace.run import load_run
 
 pytest.importorskip("megatron.core", reason="megatron-core is in the test extra")

@@ -12,10 +12,8 @@ from collectors.manifest import Manifest, RunSchedule
 from dashboards.build import (
     DashboardConfig,
     build_page,
-    ideal_replay,
     ideal_timeline,
     overlap_section,
-    pipeline_layout,
     sections_from_actions,
     straggler_section,
 )
@@ -24,7 +22,7 @@ from dashboards.page import Page, render_html
 from dashboards.timeline import from_realized
 from tracekit.errors import TracekitError
 from tracekit.run_analysis import RunAnalysis
-from tracekit.schedule.realized import realized_costs
+from tracekit.analysis.pipelines import pipeline_positions as pipeline_layout
 from tracekit.trace.run import load_run
 
 SAMPLE_TRACES = Path(__file__).resolve().parents[2] / "sample_traces"
@@ -51,31 +49,29 @@ def test_layout_refuses_uneven_replicas(simulated_run) -> None:
     with pytest.raises(TracekitError, match="equal pipeline replicas"):
         pipeline_layout(actions)
     timeline, utilization, comparison = sections_from_actions(actions, None, DashboardConfig())
-    assert timeline.views and utilization.views  # the realized figures stand without an ideal
-    assert timeline.notes == (
-        (
-            "ideal timeline unavailable: ranks do not form equal pipeline replicas: "
-            "stages 0 on 2 ranks, stages 1 on 2 ranks, stages 2 on 2 ranks, stages 3 on 1 ranks"
-        ),
+    # The ideal replays the recorded graph, whatever the replicas; only the sweep needs one P.
+    assert timeline.views and utilization.views
+    assert comparison.views == ()
+    assert comparison.notes == (
+        "comparison unavailable: ranks do not form equal pipeline replicas: "
+        "stages 0 on 2 ranks, stages 1 on 2 ranks, stages 2 on 2 ranks, stages 3 on 1 ranks",
     )
-    assert comparison.views == () and comparison.notes[0].startswith("comparison unavailable: ideal timeline")
 
 
 @pytest.mark.parametrize("schedule", ["1f1b", "zbv", "dualpipev"])
-def test_ideal_replay_of_a_run_at_its_own_costs_is_the_run(simulated_run, schedule: str) -> None:
+def test_the_ideal_timeline_of_a_run_without_stragglers_is_the_run(simulated_run, schedule: str) -> None:
     actions = simulated_run(schedule, pp=4, microbatches=8, replicas=2)
-    costs = realized_costs(actions, num_stages=int(actions["stage"].max()) + 1)
+    analysis = RunAnalysis.of_actions(actions)
 
-    ideal = ideal_replay(actions, [0], costs, pipeline_layout(actions))
+    timeline = ideal_timeline(analysis.ideal_timeline, [0])
 
-    timeline = ideal_timeline(ideal, [0])
-    assert ideal.problem is None and timeline is not None and ideal.utilization is not None
     key = ["rank", "stage", "kind", "microbatch"]
     realized = from_realized(actions, int(actions["start_ns"].min())).sort(key)  # type: ignore[arg-type]
     replayed = timeline.sort(key)
     assert replayed.select(key).equals(realized.select(key))
     assert np.allclose(replayed["start_ms"], realized["start_ms"], atol=1e-5)
     assert np.allclose(replayed["end_ms"], realized["end_ms"], atol=1e-5)
+    assert analysis.ideal_timeline.utilization.per_rank.equals(analysis.utilization.per_rank)
 
 
 def test_ideal_replay_uses_median_costs_so_a_straggler_disappears(simulated_run) -> None:
@@ -115,20 +111,20 @@ def test_bad_step_choices_are_user_errors(simulated_run, config: dict, message: 
         sections_from_actions(actions, None, DashboardConfig(**config))
 
 
-def test_a_step_that_is_not_a_whole_schedule_keeps_its_realized_timeline_and_says_why(simulated_run) -> None:
+def test_a_step_missing_an_action_is_replayed_without_it(simulated_run) -> None:
     actions = simulated_run("1f1b", pp=4, microbatches=8)
     incomplete = actions.filter(
         ~((pl.col("rank") == 3) & (pl.col("microbatch") == 7) & (pl.col("kind") == "B"))
     )
+    analysis = RunAnalysis.of_actions(incomplete)
 
     timeline, utilization, comparison = sections_from_actions(incomplete, None, DashboardConfig())
 
-    assert timeline.notes[0].startswith(
-        "ideal timeline unavailable: the realized step is not a whole schedule"
-    )
+    assert any("absent from the trace" in warning for warning in analysis.replay.warnings)
     (bars,) = timeline.views[0].spec["datasets"].values()
-    assert {row["timeline"] for row in bars} == {"realized"}
-    assert utilization.views and comparison.views  # the run's own figures still stand
+    ideal = [row for row in bars if row["timeline"] == "ideal"]
+    assert len(ideal) == incomplete.height
+    assert utilization.views and comparison.views
 
 
 def test_sample_run_with_a_straggler(tmp_path: Path) -> None:

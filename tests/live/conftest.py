@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 from live_samples import SAMPLE_1F1B
 
-from tracekit.analysis.realized import realized_actions
+from tracekit.run_analysis import realized_actions
 from tracekit.trace.run import load_run
 
 

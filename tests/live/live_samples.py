@@ -12,22 +12,27 @@ from tracekit.live.summaries import StepSummary
 SAMPLE_1F1B = "sample_traces/1f1b"
 
 
-def _sample_stage_work() -> dict[int, tuple[int, int, int, int]]:
+def _recorded(sample: str) -> dict:
+    return json.loads((Path(__file__).resolve().parents[2] / sample / "run.json").read_text())
+
+
+def _sample_stage_work(sample: str) -> dict[int, tuple[int, int, int, int]]:
     """(stage, params, embedding_params, layers) per stage, as the sample's run.json records it."""
-    recorded = json.loads((Path(__file__).resolve().parents[2] / SAMPLE_1F1B / "run.json").read_text())
     return {
         work["stage"]: (work["stage"], work["params"], work["embedding_params"], work["layers"])
-        for work in recorded["stage_work"]
+        for work in _recorded(sample)["stage_work"]
     }
 
 
-def summaries_of(actions: pl.DataFrame, host: str = "host-a") -> list[StepSummary]:
+def summaries_of(actions: pl.DataFrame, host: str = "host-a", sample: str = SAMPLE_1F1B) -> list[StepSummary]:
     """One StepSummary per (rank, step) of a realized-actions frame, as a rank would have sent it.
 
-    Each carries the work of its stages as the sample recorded it (the collector sends it with
+    ``sample`` is the committed run the actions come from. Each carries the work of its stages as
+    the sample recorded it (the collector sends it with
     every summary), so a live interval is judged against the same references as the offline run.
     """
-    work = _sample_stage_work()
+    work = _sample_stage_work(sample)
+    world_size = _recorded(sample)["world_size"]
     summaries = []
     for (rank, step), rows in actions.sort("rank", "step", "start_ns").group_by(
         "rank", "step", maintain_order=True
@@ -36,7 +41,7 @@ def summaries_of(actions: pl.DataFrame, host: str = "host-a") -> list[StepSummar
         summaries.append(
             StepSummary(
                 rank=rank,
-                world_size=4,
+                world_size=world_size,
                 host=host,
                 pid=1000 + rank,
                 step=step,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.analysis.realized import realized_actions
+from tracekit.run_analysis import realized_actions
 from tracekit.planner.calibrate import calibration_scale
 from tracekit.planner.costs import engine_costs, layout
 from tracekit.planner.plan import plan

@@ -25,7 +25,7 @@ from record_runs import (
 )
 
 from collectors.launch import NOTHING_CAPTURED_EXIT
-from tracekit.analysis.realized import realized_actions
+from tracekit.run_analysis import realized_actions
 from tracekit.trace.run import load_run
 
 pytestmark = pytest.mark.slow

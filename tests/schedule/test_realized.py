@@ -61,7 +61,7 @@ def _capture(job_schedule: str, out: Path) -> Path:
     ],
 )
 def test_generated_order_is_the_captured_order(job_schedule: str, name: str, tmp_path: Path) -> None:
-    from tracekit.analysis.realized import realized_actions
+    from tracekit.run_analysis import realized_actions
     from tracekit.trace.run import load_run
 
     frame = realized_actions(load_run(_capture(job_schedule, tmp_path / job_schedule)))

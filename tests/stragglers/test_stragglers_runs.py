@@ -17,7 +17,7 @@ from stragglers.straggler_runs import SLOW_MS, Job, record_all
 from tracekit.run_analysis import analyse
 from tracekit.stragglers.links import slow_links
 from tracekit.stragglers.scoring import Stragglers, score_stragglers
-from tracekit.stragglers.work import stage_work
+from tracekit.analysis.work import stage_work
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 

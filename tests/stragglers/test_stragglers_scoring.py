@@ -12,7 +12,7 @@ from tracekit.present.stragglers import describe, heading, notes, stragglers_pay
 from tracekit.run_analysis import AnalysisConfig, RunAnalysis, analyse
 from tracekit.schedule.registry import generate
 from tracekit.stragglers.scoring import StragglerConfig, score_stragglers
-from tracekit.stragglers.work import stage_work_frame
+from tracekit.analysis.work import stage_work_frame
 from tracekit.whatif.pipeline import pipeline_case
 
 SCHEDULES = [("1f1b", 4), ("zbv", 4), ("dualpipev", 4), ("1f1b", 2)]

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from tracekit.errors import TracekitError
-from tracekit.whatif.attribution import what_if
+from tracekit.whatif.attribution import WhatIfConfig, what_if
 from tracekit.whatif.megatron import megatron_case
 from tracekit.whatif.optable import find_meta, read_meta, read_optable
 
@@ -42,6 +42,17 @@ def test_replay_of_the_realized_run_matches_the_artifact_per_step(artifact) -> N
     np.testing.assert_allclose(result.realized_ms, golden, rtol=1e-5)
     np.testing.assert_allclose(result.measured_ms, measured, rtol=1e-5)
     np.testing.assert_allclose(result.ideal_ms, expected["ms"]["tideal"] * 1e3, rtol=1e-5)
+
+
+def test_the_papers_replay_is_the_default_replay_on_an_op_table(artifact) -> None:
+    result, case, _ = artifact
+    papers = what_if(case, WhatIfConfig(replay="durations"))
+
+    assert (case.ops["gap_ms"] == 0).all()  # an op-table's durations hold what each op occupies
+    assert result.replay == "recorded" and papers.replay == "durations"
+    np.testing.assert_array_equal(papers.realized_ms, result.realized_ms)
+    np.testing.assert_array_equal(papers.ideal_ms, result.ideal_ms)
+    assert papers.by_rank == result.by_rank and papers.mw == result.mw
 
 
 def test_slowdown_matches_the_artifact_within_two_percent(artifact) -> None:

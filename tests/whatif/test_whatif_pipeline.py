@@ -17,7 +17,8 @@ from tracekit.schedule.costs import Costs
 from tracekit.schedule.engine import simulate
 from tracekit.schedule.registry import generate
 from tracekit.whatif.attribution import what_if
-from tracekit.whatif.pipeline import cross_rank_dependencies, pipeline_case
+from tracekit.analysis.dependencies import cross_rank_dependencies
+from tracekit.whatif.pipeline import pipeline_case
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 SAMPLE_RUNS = (

@@ -1,68 +1,89 @@
-"""The ideal: what each op of a run should have taken, written down once.
+"""The ideal: what each op of a run should have taken, and the ideal step, written down once.
 
-Every figure that sets a run beside "what it should have been" reads these durations: the what-if
-replay's ideal step time (``tracekit.whatif.attribution``), the dashboard's ideal timeline and its
-bubble, and the costs the named-schedule comparison simulates (``tracekit.whatif.named``). One
-definition, so the three never disagree about the ideal.
+``IDEAL_DEFINITION`` is the sentence every output quotes (``tracekit whatif``, ``report``, the
+dashboard's ideal timeline and bubble, straggler prices); ``ideal_durations`` computes what it says.
 
-Definition (``method="robust"``, the default for captured runs). Each rank's median duration per
-(op type, work), over all its steps, is its *pace* (robust to one-off slow steps; ``work`` is the
-column of ``tracekit.whatif.case.OPS_SCHEMA``: Kineto runs: the stage's place on the micro-batch's
-path, first, middle or last; op-tables: the stage). The ideal duration of an op is then, by the
-first rule that applies (``basis``):
+Ideal duration of an op (``method="robust"``, the default for captured runs): the lower of its
+rank's median duration of that (stage, op type) over all steps and its *reference*, the median
+of the other ranks doing the same work (``tracekit.analysis.references``: the stage's replicas,
+else the ranks at the same place on the micro-batch's path with the same recorded work; else the
+expected cost of the stage's recorded work from the other ranks' rates). A rank with neither
+(no peers, no recorded work: a single pipeline's first or last stage) takes the median of the
+other ranks' paces of that op type, whatever their work (``basis`` ``other ranks``; straggler
+scoring does not judge it, so it is not priced); with no other rank running the op type, its own
+median (``own steps``). So a straggler never sets its own ideal, and a
+healthy rank is never handed a straggler's pace (it keeps its own when that is faster); an ideal
+is never slower than what the rank has shown it can do. Straggler scoring judges against the same
+references, and a straggler's price replays its ops at these ideal durations
+(``tracekit.stragglers.price``), so the price and the what-if read one ideal.
 
-1. ``fastest peer``: other ranks do the same (op type, work): the fastest pace among them and the
-   rank itself. A straggler's pace never sets its own ideal, nor its peers' (a median of two
-   ranks, or leaving the rank out, would hand a straggler's pace to its only peer);
-2. ``other ranks``: no other rank does that work, but others run the op type: the median of
-   their paces (whatever their work), so a slow first or last stage still shows, or the rank's own
-   pace where that is faster (a first stage computes no input gradient);
-3. ``own steps``: no other rank runs the op type: the rank's own pace, the only evidence there is.
-
-An ideal is therefore never slower than the rank's own pace: what a rank has shown it can do is
-possible.
+Ideal step: the run's recorded dependency graph (``tracekit.whatif``) replayed with every op at its
+ideal duration, each op starting its recorded gap after what it waits for (transfer latency,
+launch, host work: ``ReplayCase.occupied_ms``), so the ideal step and the measured one differ by
+the ops' durations alone. The paper's replay (``WhatIfConfig.replay = "durations"``) leaves the
+gaps out, on both sides.
 
 ``method="osdi25"`` is the OSDI'25 what-if artifact's definition: each op type's mean (compute) or
-
 median (communication, ``ideal_stat``) over every instance of the run, every stage and straggler
 included. It is the default for op-tables, the artifact's own input format, so their figures are
 the paper's; captured runs default to ``robust``. ``Ideal.method`` says which was used.
 
-``IDEAL_SCHEMA``, one row per (rank, optype, work):
+``IDEAL_SCHEMA``, one row per (rank, stage, optype, work):
 
 | column | dtype | unit / meaning | null means |
 |---|---|---|---|
 | rank | Int32 | global rank | never null |
+| stage | Int32 | pipeline stage (an F&B pair: its forward half's) | never null |
 | optype | String | op type (``OPS_SCHEMA``) | never null |
 | work | String | work class (``OPS_SCHEMA``) | never null |
 | ideal_ms | Float64 | ideal duration of one op, ms | never null |
 | own_median_ms | Float64 | the rank's own median, ms | never null |
-| peers | Int64 | other ranks doing the same (optype, work) | never null |
-| basis | String | ``fastest peer``, ``other ranks``, ``own steps`` or ``osdi25`` | never null |
+| references | Int64 | other ranks that set the reference (0: own steps, osdi25) | never null |
+| basis | String | ``peers``, ``expected``, ``other ranks``, ``own steps`` or ``osdi25`` | never null |
 
-Not for: replaying (``tracekit.whatif``) or judging stragglers (``tracekit.stragglers``), which
+Not for: replaying (``tracekit.whatif``) or flagging stragglers (``tracekit.stragglers``), which
 read these durations.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import polars as pl
 
+from tracekit.analysis.dependencies import PATH_ROLE, with_paths
+from tracekit.analysis.medians import RankValues
+from tracekit.analysis.references import own_medians, references
+from tracekit.analysis.work import empty_stage_work
 from tracekit.schedule.costs import Costs
+
+IDEAL_DEFINITION = (
+    "each op at the lower of its rank's median and the median of the other ranks doing the same work "
+    "(else the expected cost of its stage's work, else the other ranks' median for the op type), replayed "
+    "through the run's recorded dependency graph, each op starting its recorded gap after what it waits for"
+)
+"""The one sentence every output quotes for the ideal of a captured run (``method="robust"``)."""
+
+PAPER_REPLAY = "the paper's replay: durations only, every gap left out"
+"""Quoted after the definition when the what-if replays durations alone (``WhatIfConfig.replay``)."""
+
+OSDI25_DEFINITION = (
+    "osdi25: each op type's mean (compute) or median (communication) over the whole run, replayed "
+    "through the recorded dependency graph"
+)
+"""The sentence quoted for ``method="osdi25"`` (the OSDI'25 artifact's ideal; op-tables' default)."""
 
 IDEAL_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
+    "stage": pl.Int32(),
     "optype": pl.String(),
     "work": pl.String(),
     "ideal_ms": pl.Float64(),
     "own_median_ms": pl.Float64(),
-    "peers": pl.Int64(),
+    "references": pl.Int64(),
     "basis": pl.String(),
 }
 
@@ -71,7 +92,7 @@ IdealMethod = Literal["robust", "osdi25"]
 PAIR_OPTYPE = "F&B"
 """Op type of an overlapped forward/backward pair (``tracekit.whatif.pipeline.PAIR_KIND``)."""
 
-_KEY = ["rank", "optype", "work"]
+_KEY = ["rank", "stage", "optype", "work"]
 
 
 @dataclass(frozen=True)
@@ -79,8 +100,8 @@ class IdealConfig:
     """How the ideal durations are taken."""
 
     method: IdealMethod | None = None
-    """``robust``: peers' medians, never the op's own rank; ``osdi25``: the OSDI'25 artifact's means;
-    None: ``osdi25`` for op-tables, ``robust`` for captured runs."""
+    """``robust``: the lower of the rank's own median and its reference (``IDEAL_DEFINITION``);
+    ``osdi25``: the OSDI'25 artifact's means; None: ``osdi25`` for op-tables, ``robust`` for runs."""
 
     def __post_init__(self) -> None:
         if self.method not in (None, "robust", "osdi25"):
@@ -112,8 +133,16 @@ class Ideal:
     """The ideal durations of a run's ops."""
 
     table: pl.DataFrame
-    """One row per (rank, optype, work), ``IDEAL_SCHEMA``."""
+    """One row per (rank, stage, optype, work), ``IDEAL_SCHEMA``."""
     method: IdealMethod
+    references: pl.DataFrame
+    """The references the robust ideal took (``tracekit.analysis.references.REFERENCE_SCHEMA``, one
+    row per (rank, stage, kind)), which straggler scoring judges against."""
+
+    @property
+    def definition(self) -> str:
+        """The sentence outputs quote for this ideal: ``IDEAL_DEFINITION`` or ``OSDI25_DEFINITION``."""
+        return IDEAL_DEFINITION if self.method == "robust" else OSDI25_DEFINITION
 
     def per_op(self, ops: pl.DataFrame) -> np.ndarray:
         """Ideal duration of each row of an ops frame (``OPS_SCHEMA`` or ``ACTION_OPS_SCHEMA``), in its order."""
@@ -122,32 +151,16 @@ class Ideal:
         return per_op.to_numpy()
 
 
-def _role(stage: pl.Expr, first: pl.Expr, last: pl.Expr) -> pl.Expr:
-    """``first``, ``last``, ``first&last`` or ``middle``: the stage's place on the micro-batch's path."""
-    return (
-        pl.when((stage == first) & (stage == last))
-        .then(pl.lit("first&last"))
-        .when(stage == first)
-        .then(pl.lit("first"))
-        .when(stage == last)
-        .then(pl.lit("last"))
-        .otherwise(pl.lit("middle"))
-    )
-
-
 def action_ops(actions: pl.DataFrame) -> pl.DataFrame:
     """The op instances of realized actions (``REALIZED_SCHEMA``), ``ACTION_OPS_SCHEMA``.
 
-    Work and pairs follow ``tracekit.whatif.pipeline`` (a micro-batch's path is the stages it ran
+    Work and pairs follow the replay case (``tracekit.whatif.pipeline``: a micro-batch's path is the stages it ran
     on in the step and replica; the halves of a pair are consecutive among a rank's overlapped
     actions), so the rows key the same ideal as the replay case's ops; the data-parallel replicas
     of a stage are each other's peers.
     """
-    paths = actions.group_by("step", "replica", "microbatch").agg(
-        pl.col("stage").min().alias("path_first"), pl.col("stage").max().alias("path_last")
-    )
-    rows = actions.join(paths, on=["step", "replica", "microbatch"]).with_columns(
-        _role(pl.col("stage"), pl.col("path_first"), pl.col("path_last")).alias("role"),
+    rows = with_paths(actions).with_columns(
+        PATH_ROLE,
         ((pl.col("end_ns") - pl.col("start_ns")) / 1e6).alias("duration_ms"),
     )
     single = rows.filter(~pl.col("overlapped")).select(
@@ -173,103 +186,75 @@ def action_ops(actions: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def expected_cost(others: Sequence[tuple[float, float]], work: float = 1.0) -> float:
-    """The expected duration of ``work`` from other ranks' ``(duration, work)`` pairs (rule 2).
-
-    Their median duration per unit of work, times ``work``. The ideal's ``other ranks`` rule calls
-    it with every work 1 (the median of their paces); straggler scoring's expected cost
-    (``tracekit.stragglers.references``) calls it with each stage's recorded work, so the two are
-    one rule and a rank's own durations set neither.
-    """
-    return float(np.median([duration / unit for duration, unit in others])) * work
-
-
-class RankValues:
-    """Values that ranks hold, sorted, with where each rank's values sit: medians without one rank's."""
-
-    def __init__(self, values: Sequence[float], ranks: Sequence[int]) -> None:
-        order = np.argsort(np.asarray(values, dtype=np.float64), kind="stable")
-        self.sorted = np.asarray(values, dtype=np.float64)[order]
-        self._places: dict[int, list[int]] = {}
-        for place, index in enumerate(order.tolist()):
-            self._places.setdefault(ranks[index], []).append(place)
-
-    def without(self, rank: int) -> tuple[int, np.ndarray]:
-        """(how many other ranks hold values, the middle one or two of their values in order).
-
-        ``np.median`` of those middle values is ``np.median`` of all the other ranks' values.
-        """
-        removed = np.asarray(sorted(self._places.get(rank, ())), dtype=np.int64)
-        others = len(self._places) - (rank in self._places)
-        remaining = self.sorted.size - removed.size
-        if remaining == 0:
-            return others, self.sorted[:0]
-        # The k-th kept value sits at k plus the number of removed places at or before it.
-        shifted = removed - np.arange(removed.size)
-        middle = np.array([remaining // 2] if remaining % 2 else [remaining // 2 - 1, remaining // 2])
-        return others, self.sorted[middle + np.searchsorted(shifted, middle, side="right")]
-
-
-def _robust(medians: pl.DataFrame) -> pl.DataFrame:
-    """Per (rank, optype, work) pace: the ideal by the rules of the module docstring.
-
-    One pass over the paces: per (optype, work) the fastest and how many ranks run it, per optype
-    each rank's mean pace over its works, so no rank's rule looks at every other rank in Python.
-    """
-    pace = {(r, o, w): m for r, o, w, m in medians.select(*_KEY, "own_median_ms").iter_rows()}
-    fastest: dict[tuple[str, str], float] = {}
-    sharing: dict[tuple[str, str], int] = {}
+def _other_ranks(refs: pl.DataFrame) -> list[float | None]:
+    """Per row of ``refs``: the median over the other ranks of their mean pace of the row's kind, whatever their work."""
     per_rank: dict[str, dict[int, list[float]]] = {}
-    for (rank, optype, work), own in sorted(pace.items()):
-        fastest[(optype, work)] = min(fastest.get((optype, work), own), own)
-        sharing[(optype, work)] = sharing.get((optype, work), 0) + 1
-        per_rank.setdefault(optype, {}).setdefault(rank, []).append(own)
-    # The median of the other ranks' paces: one per rank, its mean over works.
+    for rank, kind, median in refs.select("rank", "kind", "median_ms").iter_rows():
+        per_rank.setdefault(kind, {}).setdefault(rank, []).append(median)
     means = {
-        optype: RankValues([sum(v) / len(v) for v in ranks.values()], list(ranks))
-        for optype, ranks in per_rank.items()
+        kind: RankValues([sum(v) / len(v) for v in ranks.values()], list(ranks)) for kind, ranks in per_rank.items()
     }
-    rows = []
-    for (rank, optype, work), own in pace.items():
-        peers = sharing[(optype, work)] - 1
-        others, middle = means[optype].without(rank)
-        if peers:
-            rows.append((rank, optype, work, fastest[(optype, work)], own, peers, "fastest peer"))
-        elif others:
-            ideal = expected_cost([(value, 1.0) for value in middle.tolist()])
-            rows.append((rank, optype, work, min(own, ideal), own, 0, "other ranks"))
-        else:
-            rows.append((rank, optype, work, own, own, 0, "own steps"))
-    return pl.DataFrame(rows, schema=IDEAL_SCHEMA, orient="row")
+    out: list[float | None] = []
+    for rank, kind in refs.select("rank", "kind").iter_rows():
+        others, middle = means[kind].without(rank)
+        out.append(float(np.median(middle)) if others else None)
+    return out
 
 
-def _osdi25(ops: pl.DataFrame, medians: pl.DataFrame) -> pl.DataFrame:
+def _robust(refs: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, stage, optype, work): the lower of the own median and the reference (module docstring)."""
+    unjudged = pl.col("reference") == "history"
+    return refs.with_columns(pl.Series("others_ms", _other_ranks(refs), dtype=pl.Float64())).select(
+        "rank",
+        "stage",
+        pl.col("kind").alias("optype"),
+        "work",
+        pl.min_horizontal(
+            "median_ms",
+            pl.when(unjudged).then(pl.col("others_ms")).otherwise(pl.col("reference_ms")).fill_null(pl.col("median_ms")),
+        ).alias("ideal_ms"),
+        pl.col("median_ms").alias("own_median_ms"),
+        pl.when(~unjudged).then(pl.col("references")).otherwise(0).alias("references"),
+        pl.when(~unjudged)
+        .then(pl.col("reference"))
+        .when(pl.col("others_ms").is_not_null())
+        .then(pl.lit("other ranks"))
+        .otherwise(pl.lit("own steps"))
+        .alias("basis"),
+    )
+
+
+def _osdi25(ops: pl.DataFrame, refs: pl.DataFrame) -> pl.DataFrame:
     """Per op type over every instance: mean, or median where ``ideal_stat`` says so."""
     typical = ops.group_by("optype").agg(
         pl.when(pl.col("ideal_stat").first() == "median")
         .then(pl.col("duration_ms").median())
         .otherwise(pl.col("duration_ms").mean())
         .alias("ideal_ms"),
-        pl.len().alias("instances"),
     )
-    return (
-        medians.join(typical, on="optype")
-        .with_columns(
-            (pl.col("instances") * 0).cast(pl.Int64()).alias("peers"), pl.lit("osdi25").alias("basis")
-        )
-        .select(list(IDEAL_SCHEMA))
-    )
+    return refs.select(
+        "rank",
+        "stage",
+        pl.col("kind").alias("optype"),
+        "work",
+        pl.col("median_ms").alias("own_median_ms"),
+        pl.lit(0, pl.Int64()).alias("references"),
+        pl.lit("osdi25").alias("basis"),
+    ).join(typical, on="optype")
 
 
-def ideal_durations(ops: pl.DataFrame, method: IdealMethod = "robust") -> Ideal:
-    """The ideal of the ops of a run (``OPS_SCHEMA`` or ``ACTION_OPS_SCHEMA``); see module docstring."""
-    medians = (
-        ops.group_by(_KEY)
-        .agg(pl.col("duration_ms").median().alias("own_median_ms"))
-        .sort(_KEY)  # one order on every run, whatever the group-by's
-    )
-    table = _robust(medians) if method == "robust" else _osdi25(ops, medians)
-    return Ideal(table=table.cast(IDEAL_SCHEMA).sort(_KEY), method=method)  # type: ignore[arg-type]
+def ideal_durations(
+    ops: pl.DataFrame, method: IdealMethod = "robust", stage_work: pl.DataFrame | None = None
+) -> Ideal:
+    """The ideal of the ops of a run (``OPS_SCHEMA`` or ``ACTION_OPS_SCHEMA``); see module docstring.
+
+    ``stage_work`` (``tracekit.analysis.work``) sets the expected cost of ranks without peers.
+    """
+    work = stage_work if stage_work is not None else empty_stage_work()
+    refs = references(own_medians(ops, []), work, [])
+    table = _robust(refs) if method == "robust" else _osdi25(ops, refs)
+    table = table.select(list(IDEAL_SCHEMA)).cast(IDEAL_SCHEMA).sort(_KEY)  # type: ignore[arg-type]
+    return Ideal(table=table, method=method, references=refs)
 
 
 def stage_costs(ideal: Ideal, ops: pl.DataFrame, num_stages: int) -> Costs:
@@ -281,7 +266,7 @@ def stage_costs(ideal: Ideal, ops: pl.DataFrame, num_stages: int) -> Costs:
     where the run did not); a kind never run is NaN. A full backward never run alone is I + W.
     """
     per_stage = (
-        ops.select("rank", "optype", "work", "stage")
+        ops.select(_KEY)
         .unique()
         .join(ideal.table, on=_KEY)
         .group_by("optype", "stage")

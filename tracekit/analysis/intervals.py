@@ -86,3 +86,28 @@ def subtract_spans(first: pl.DataFrame, second: pl.DataFrame, by: list[str]) -> 
 def overlap_ns(first: pl.DataFrame, second: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """|union(first) ∩ union(second)| per ``by`` group as ``overlap_ns`` (groups without overlap absent)."""
     return covered_ns(intersect_spans(first, second, by), by).rename({"covered_ns": "overlap_ns"})
+
+
+def covered_bins(spans: pl.DataFrame, by: list[str], width: float, bins: int) -> pl.DataFrame:
+    """Time covered by the union of spans per ``by`` group and time bin ``[b * width, (b + 1) * width)``.
+
+    ``spans`` holds ``by`` + ``start_ns``, ``end_ns`` (any one unit; ``width`` in it); spans past the
+    last bin count toward it. Returns ``by`` + ``bin`` (Int32) + ``covered``, only bins with spans.
+    """
+    merged = merge_spans(spans, by)
+    last_bin = bins - 1
+    lo = (pl.col("start_ns") / width).floor().cast(pl.Int32()).clip(0, last_bin)
+    hi = ((pl.col("end_ns") / width).ceil().cast(pl.Int32()) - 1).clip(0, last_bin)
+    return (
+        merged.with_columns(pl.int_ranges(lo, pl.max_horizontal(lo, hi) + 1, dtype=pl.Int32()).alias("bin"))
+        .explode("bin")
+        .with_columns(
+            (
+                pl.min_horizontal(pl.col("end_ns"), (pl.col("bin") + 1) * width)
+                - pl.max_horizontal(pl.col("start_ns"), pl.col("bin") * width)
+            )
+            .clip(0.0)
+            .alias("covered")
+        )
+        .select(*by, "bin", "covered")
+    )

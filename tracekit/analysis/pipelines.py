@@ -193,3 +193,42 @@ def with_replicas(actions: pl.DataFrame, groups: PipelineGroups) -> pl.DataFrame
     columns = [c for c in frame.columns if c != "replica"]
     at = columns.index("rank") + 1
     return frame.select(*columns[:at], "replica", *columns[at:])
+
+
+def pipeline_positions(actions: pl.DataFrame) -> pl.DataFrame:
+    """Rank -> (replica, position, stages): ranks running the same stages share a position.
+
+    ``actions`` is a realized-actions frame (``tracekit.analysis.realized.REALIZED_SCHEMA``).
+    Positions are ordered by their first stage. TracekitError when the replicas are uneven.
+    """
+    sets = (
+        actions.group_by("rank")
+        .agg(
+            pl.col("replica").first(),
+            pl.col("stage").unique().sort().cast(pl.String()).str.join(",").alias("stages"),
+            pl.col("stage").min().alias("first"),
+        )
+        .sort("rank")
+    )
+    counts = sets.group_by("stages").len()
+    if counts["len"].n_unique() != 1:
+        raise TracekitError(
+            "ranks do not form equal pipeline replicas: "
+            + ", ".join(f"stages {s} on {n} ranks" for s, n in counts.sort("stages").iter_rows())
+        )
+    doubled = sets.group_by("replica", "stages").len().filter(pl.col("len") > 1).sort("replica", "stages")
+    if not doubled.is_empty():
+        replica, stages, count = doubled.row(0)
+        raise TracekitError(f"{count} ranks of replica {replica} run stages {stages}: pipeline groups unknown")
+    positions = (
+        sets.select("stages", "first")
+        .unique()
+        .sort("first")
+        .with_row_index("position")
+        .with_columns(pl.col("position").cast(pl.Int32()))
+    )
+    return (
+        sets.join(positions.select("stages", "position"), on="stages")
+        .select("rank", "replica", "position", "stages")
+        .sort("rank")
+    )

@@ -30,7 +30,7 @@ clock once per run:
   the work.
 - ``cpu`` otherwise: the label spans as recorded.
 
-Then each host's clock is put on the first host's (``tracekit.whatif.clock``): ranks on different
+Then each host's clock is put on the first host's (``tracekit.analysis.clock``): ranks on different
 hosts do not share a clock. Every figure downstream (utilization, stragglers, what-if, the ideal,
 the dashboard, planner calibration) reads this one frame.
 
@@ -50,7 +50,7 @@ from tracekit.errors import TracekitError
 from tracekit.schedule.action import pair_body_pattern
 from tracekit.trace.labels import Role, match_labels
 from tracekit.trace.run import Run
-from tracekit.whatif.clock import ClockAlignment, apply_offsets, estimate_offsets
+from tracekit.analysis.clock import ClockAlignment, apply_offsets, estimate_offsets
 
 REALIZED_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -386,10 +386,3 @@ def realize(run: Run, labelled: RealizedSchedule, projection: pl.DataFrame | Non
         )
     aligned = _sorted(apply_offsets(actions, alignment.rank_offset_ns))
     return RealizedActions(actions=aligned, clock=clock, alignment=alignment, warnings=tuple(warnings))
-
-
-def realized_actions(run: Run) -> pl.DataFrame:
-    """The realized-actions frame of a loaded run, as ``tracekit.analyse`` gives it (``REALIZED_SCHEMA``)."""
-    from tracekit.run_analysis import RunAnalysis  # the road builds on this module
-
-    return RunAnalysis.of_run(run).actions

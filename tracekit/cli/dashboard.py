@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from tracekit.analysis.pipelines import PipelineLayout
-from tracekit.cli.options import format_option, pipelines_option, scheduler_option
+from tracekit.cli.options import analysis_config, analysis_options, format_option, scheduler_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.cli.progress import analyse_with_progress
 from tracekit.perrank.engine import Engine
-from tracekit.run_analysis import AnalysisConfig
-from tracekit.stragglers.scoring import StragglerConfig
 
 
 @click.command("dashboard")
@@ -40,14 +38,7 @@ from tracekit.stragglers.scoring import StragglerConfig
     default=None,
     help="Also write each chart as SVG into this directory.",
 )
-@click.option(
-    "--threshold",
-    type=float,
-    default=StragglerConfig.threshold,
-    show_default=True,
-    help="Flag stragglers whose score (peer median / own median) is below this.",
-)
-@pipelines_option
+@analysis_options
 @format_option
 @scheduler_option
 def command(
@@ -57,22 +48,17 @@ def command(
     all_steps: bool,
     png_dir: Path | None,
     svg_dir: Path | None,
-    threshold: float,
-    pipelines: PipelineLayout | None,
     fmt: Format,
     engine: Engine | None,
+    **options: Any,
 ) -> None:
     """Realized schedule beside its ideal, utilization, overlap, stragglers and schedule comparison."""
     # Imported here: altair and vl-convert cost half a second that no other command should pay.
     from dashboards.build import DashboardConfig
     from dashboards.write import write_dashboard
 
-    try:
-        analysis_config = AnalysisConfig(stragglers=StragglerConfig(threshold=threshold), pipelines=pipelines)
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="--threshold") from None
     config = DashboardConfig(step=step, all_steps=all_steps)
-    analysis = analyse_with_progress(trace_dir, analysis_config, engine=engine)
+    analysis = analyse_with_progress(trace_dir, analysis_config(options), engine=engine)
     written = write_dashboard(analysis, out, config, png_dir, svg_dir)
     table = Table(
         title=f"{trace_dir}: dashboard written",

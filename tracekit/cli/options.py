@@ -1,15 +1,36 @@
-"""Options shared by several commands, declared once."""
+"""Options shared by several commands, declared once; the analysis's config tree as one options table.
+
+``ANALYSIS_OPTIONS`` is every field of ``AnalysisConfig``'s components (``StragglerConfig``,
+``LinkConfig``, ``WhatIfConfig``, ``IdealConfig``), read from the dataclasses themselves: a field
+becomes ``--<component>-<field>`` (``FLAG_NAMES`` keeps the short names the commands have always
+had), its type and default are the field's, its help the field's docstring. ``analysis_options``
+puts them (and ``--pipelines``, ``--kernel-classes``) on a command, ``analysis_config`` builds the
+``AnalysisConfig`` from what was given. No analysis option is declared anywhere else.
+"""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
+from tracekit.analysis.ideal import IDEAL_DEFINITION, OSDI25_DEFINITION, IdealConfig
 from tracekit.analysis.pipelines import LAYOUT_HELP, PipelineLayout
 from tracekit.cli.output import Format
 from tracekit.errors import TracekitError
+from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, load_patterns
 from tracekit.perrank.engine import DaskEngine
+from tracekit.run_analysis import AnalysisConfig
+from tracekit.stragglers.links import LinkConfig
+from tracekit.stragglers.scoring import StragglerConfig
+from tracekit.whatif.attribution import WhatIfConfig
 
 format_option = click.option(
     "--format",
@@ -97,3 +118,123 @@ def cost_options(command: click.Command) -> click.Command:
     for option in reversed(options):
         command = option(command)
     return command
+
+
+COMPONENTS: dict[str, type] = {
+    "stragglers": StragglerConfig,
+    "links": LinkConfig,
+    "whatif": WhatIfConfig,
+    "ideal": IdealConfig,
+}
+"""``AnalysisConfig`` field -> its component config, each field of which is an option."""
+
+FLAG_NAMES: dict[tuple[str, str], str] = {
+    ("stragglers", "threshold"): "--threshold",
+    ("ideal", "method"): "--ideal",
+    ("whatif", "replay"): "--replay",
+}
+"""Fields whose flag is not ``--<component>-<field>``: the names the commands shipped with."""
+
+FLAG_HELP: dict[tuple[str, str], str] = {
+    ("ideal", "method"): f"robust: {IDEAL_DEFINITION}. {OSDI25_DEFINITION} [default: osdi25 for op-tables, "
+    "robust for runs].",
+    ("whatif", "replay"): "recorded: every op its duration plus its recorded gap, so the realized replay is the "
+    "measured step that tracekit stragglers prices; durations: durations alone, the OSDI'25 artifact's replay.",
+}
+"""Fields whose help says more than their docstring: the definitions the outputs quote."""
+
+
+@dataclass(frozen=True)
+class ConfigOption:
+    """One config field as a command-line option."""
+
+    component: str
+    field: str
+    flag: str
+    kind: Any
+    """click's type: float, int, or a Choice of a Literal's values."""
+    default: Any
+    help: str
+
+    @property
+    def name(self) -> str:
+        """The keyword the command receives it as."""
+        return f"{self.component}_{self.field}"
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """Each field's docstring (the string right after its annotation), one line."""
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                docs[node.target.id] = " ".join(str(after.value.value).split())
+    return docs
+
+
+def _kind(annotation: Any) -> Any:
+    values = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    literal = [v for arg in values for v in typing.get_args(arg)] if values else []
+    if typing.get_origin(annotation) is typing.Literal:
+        return click.Choice([str(v) for v in typing.get_args(annotation)])
+    if literal and all(isinstance(v, str) for v in literal):
+        return click.Choice(literal)
+    return annotation if annotation in (int, float, str) else (values[0] if values else annotation)
+
+
+def _options() -> tuple[ConfigOption, ...]:
+    rows = []
+    for component, cls in COMPONENTS.items():
+        hints = typing.get_type_hints(cls)
+        docs = _field_docs(cls)
+        for item in dataclasses.fields(cls):
+            flag = FLAG_NAMES.get((component, item.name), f"--{component}-{item.name.replace('_', '-')}")
+            help_text = FLAG_HELP.get((component, item.name), docs.get(item.name, "").replace("``", ""))
+            rows.append(ConfigOption(component, item.name, flag, _kind(hints[item.name]), item.default, help_text))
+    return tuple(rows)
+
+
+ANALYSIS_OPTIONS: tuple[ConfigOption, ...] = _options()
+"""Every component field of ``AnalysisConfig``, as the commands that analyse a run take it."""
+
+kernel_classes_option = click.option(
+    "--kernel-classes",
+    "kernel_classes",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML or YAML file of extra kernel-class patterns, tried before the built-in table (docs/gpu.md).",
+)
+
+
+def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Put every ``ANALYSIS_OPTIONS`` row, ``--pipelines`` and ``--kernel-classes`` on ``command``."""
+    for row in reversed(ANALYSIS_OPTIONS):
+        command = click.option(
+            row.flag,
+            row.name,
+            type=row.kind,
+            default=row.default,
+            show_default=row.default is not None,
+            help=f"[{row.component}] {row.help}",
+        )(command)
+    return kernel_classes_option(pipelines_option(command))
+
+
+def analysis_config(values: dict[str, Any]) -> AnalysisConfig:
+    """The ``AnalysisConfig`` of the options ``analysis_options`` added (popped from ``values``)."""
+    parts: dict[str, dict[str, Any]] = {component: {} for component in COMPONENTS}
+    for row in ANALYSIS_OPTIONS:
+        parts[row.component][row.field] = values.pop(row.name)
+    components = {}
+    for component, cls in COMPONENTS.items():
+        try:
+            components[component] = cls(**parts[component])
+        except ValueError as error:
+            rows = [row for row in ANALYSIS_OPTIONS if row.component == component]
+            named = [row.flag for row in rows if str(error).startswith(row.field)] or [row.flag for row in rows]
+            raise click.BadParameter(str(error), param_hint=", ".join(named)) from None
+    kernel_classes = values.pop("kernel_classes")
+    patterns = load_patterns(kernel_classes) if kernel_classes is not None else KERNEL_PATTERNS
+    return AnalysisConfig(kernel_patterns=patterns, pipelines=values.pop("pipelines"), **components)

@@ -3,46 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from tracekit.analysis.pipelines import PipelineLayout
-from tracekit.cli.options import format_option, meta_option, out_option, pipelines_option, scheduler_option
+from tracekit.cli.options import analysis_config, analysis_options, format_option, meta_option, out_option, scheduler_option
 from tracekit.cli.output import Format, emit
 from tracekit.cli.progress import analyse_with_progress
 from tracekit.perrank.engine import Engine
 from tracekit.present.stragglers import stragglers_result
-from tracekit.run_analysis import AnalysisConfig
-from tracekit.stragglers.scoring import StragglerConfig
 
 
 @click.command("stragglers")
 @click.argument("source", type=click.Path(path_type=Path))
 @meta_option
-@click.option(
-    "--threshold",
-    type=float,
-    default=StragglerConfig.threshold,
-    show_default=True,
-    help="Flag ranks whose score (reference / own duration) is below this.",
-)
-@pipelines_option
+@analysis_options
 @format_option
 @out_option
 @scheduler_option
 def command(
-    source: Path,
-    meta: Path | None,
-    threshold: float,
-    pipelines: PipelineLayout | None,
-    fmt: Format,
-    out_dir: Path | None,
-    engine: Engine | None,
+    source: Path, meta: Path | None, fmt: Format, out_dir: Path | None, engine: Engine | None, **options: Any
 ) -> None:
     """Ranks whose compute is slower than their peers' or their expected cost in SOURCE, most costly first."""
-    try:
-        config = AnalysisConfig(stragglers=StragglerConfig(threshold=threshold), pipelines=pipelines)
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="--threshold") from None
-    analysis = analyse_with_progress(source, config, meta=meta, engine=engine)
+    analysis = analyse_with_progress(source, analysis_config(options), meta=meta, engine=engine)
     emit(stragglers_result(analysis, str(source)), fmt, out_dir)

@@ -1,7 +1,7 @@
 """One interval of live summaries judged the way a captured trace is: stragglers, their price, bubbles.
 
 The interval's summaries become a realized-actions frame (``tracekit.live.summaries``), aligned
-across hosts as a trace is (``tracekit.whatif.clock``) when the ranks sit on several, and that frame
+across hosts as a trace is (``tracekit.analysis.clock``) when the ranks sit on several, and that frame
 is analysed on the one road a captured run takes (``tracekit.run_analysis.RunAnalysis.of_actions``):
 the same replay case, straggler scores and their what-if price, busy and bubble time. Nothing here
 scores or prices on its own.
@@ -17,7 +17,7 @@ scores or prices on its own.
 | action_ms | Float64 | median duration of the rank's compute actions, ms | never null |
 | bubble_fraction | Float64 | idle share of the steps' windows (``tracekit.analysis.utilization``) | never null |
 | score | Float64 | the rank's straggler score (``tracekit.stragglers.scoring.RANK_SCHEMA``: 1 typical, below 1 slower) | the rank could not be judged |
-| saving_ms | Float64 | the step time saved with the rank at its reference speed, ms | the rank could not be judged |
+| saving_ms | Float64 | the step time saved with the whole rank at its ideal speed (``tracekit stragglers``' price), ms | the rank could not be judged |
 | dropped | Int64 | summaries the rank had dropped by the end of the interval | never null |
 
 Not for: deciding what persists across intervals (``tracekit.live.tracker``) or any I/O.
@@ -33,8 +33,8 @@ import polars as pl
 from tracekit.live.summaries import StepSummary, realized_frame, stage_work_entries, step_frame
 from tracekit.run_analysis import AnalysisConfig, RunAnalysis
 from tracekit.stragglers.scoring import StragglerConfig
-from tracekit.stragglers.work import stage_work_frame
-from tracekit.whatif.clock import apply_offsets, estimate_offsets
+from tracekit.analysis.work import stage_work_frame
+from tracekit.analysis.clock import apply_offsets, estimate_offsets
 
 RANK_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -96,7 +96,8 @@ class IntervalAssessment:
     scores: pl.DataFrame
     """``tracekit.stragglers.scoring.SCORE_SCHEMA``, most harmful first."""
     step_ms: float
-    """Median step time of the interval: the wall span of a step across the ranks, ms."""
+    """Mean step time of the interval: the wall span of a step across the ranks, ms (the step
+    ``tracekit stragglers`` prices, ``Stragglers.ranks.step_ms``)."""
     warnings: tuple[str, ...]
 
 
@@ -111,8 +112,13 @@ def usable_steps(summaries: Sequence[StepSummary], ranks: set[int]) -> list[int]
     return sorted(step for step, seen in by_step.items() if seen >= ranks and step not in profiled)
 
 
-def flagged_stragglers(scores: pl.DataFrame) -> list[dict]:
-    """The flagged rows of a score table as plain alerts: rank, kind, stage(s), slower_pct, saving_ms."""
+def flagged_stragglers(scores: pl.DataFrame, ranks: pl.DataFrame) -> list[dict]:
+    """The flagged rows of a score table as plain alerts: rank, kind, stage(s), slower_pct, saving_ms.
+
+    ``saving_ms`` is the whole rank's (``ranks``, ``RANK_SCHEMA``): the saving the interval's table
+    and ``tracekit stragglers`` give for that rank; the kind names what it is slow at.
+    """
+    saving = dict(ranks.select("rank", "saving_ms").iter_rows())
     alerts = []
     for row in scores.filter(pl.col("flagged")).iter_rows(named=True):
         stages = [int(s) for s in row["stages"].split(",")]
@@ -122,7 +128,7 @@ def flagged_stragglers(scores: pl.DataFrame) -> list[dict]:
                 "stage": stages[0] if len(stages) == 1 else stages,
                 "kind": row["kind"],
                 "slower_pct": round((1 / row["score"] - 1) * 100, 1),  # the kind it is named by
-                "saving_ms": round(row["saving_ms"], 3),
+                "saving_ms": round(saving[row["rank"]], 3),
                 "step_ms": round(row["step_ms"], 3),
             }
         )
@@ -181,6 +187,6 @@ def assess_interval(
         steps=tuple(steps),
         ranks=table,
         scores=scores,
-        step_ms=float(analysis.case.measured["measured_ms"].median()),  # type: ignore[arg-type]
+        step_ms=float(analysis.case.measured_ms().mean()),
         warnings=tuple(warnings),
     )

@@ -165,7 +165,7 @@ def replicas_of(summaries: Sequence[StepSummary], problems: list[str]) -> dict[i
 
 
 def stage_work_entries(summaries: Iterable[StepSummary]) -> list[dict[str, int]]:
-    """The stage work the summaries carry, one entry per stage (``tracekit.stragglers.work`` fields)."""
+    """The stage work the summaries carry, one entry per stage (``tracekit.analysis.work`` fields)."""
     by_stage: dict[int, dict[str, int]] = {}
     for summary in summaries:
         for stage, params, embedding_params, layers in summary.stage_work:

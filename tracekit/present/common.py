@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.run_analysis import RunFacts
-from tracekit.whatif.clock import ClockAlignment
+from tracekit.analysis.clock import ClockAlignment
 
 _NS_PER_MS = 1_000_000
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analysis.ideal import Ideal
+from tracekit.analysis.ideal import IDEAL_DEFINITION, PAPER_REPLAY, Ideal
+from tracekit.errors import TracekitError
 from tracekit.present.result import Result, Table
 from tracekit.present.stragglers import case_warnings, clock_fields
 from tracekit.run_analysis import RunAnalysis
@@ -21,10 +22,9 @@ from tracekit.whatif.attribution import Counterfactual, WhatIf
 from tracekit.whatif.named import NamedComparison
 
 DEFINITIONS: dict[str, str] = {
-    "realized": "replay of the dependency graph with every op's own duration, no launch gaps",
-    "ideal": "the same replay with each op at its ideal duration: the median of the other ranks doing the same "
-    "work (never the op's own rank; its own median where no other rank does that work); osdi25: each op type's "
-    "mean (compute) or median (communication) over the whole run",
+    "realized": "replay of the recorded dependency graph with every op's own duration, each starting its "
+    "recorded gap after what it waits for: the measured step (--replay durations: durations alone)",
+    "ideal": IDEAL_DEFINITION,
     "slowdown S": "mean realized / mean ideal step time",
     "by_X": "S with only group X's real durations restored, the rest typical (can exceed S)",
     "dp_rank": "the data-parallel replica: an op-table's dp_rank; on a captured run, the index of the rank's "
@@ -107,8 +107,8 @@ def findings(result: WhatIf, named: NamedComparison | None) -> list[str]:
         )
     if named is not None:
         out.append(
-            f"{named.schedule} at typical costs predicts {named.predicted_ms:.0f} ms, the ideal (this run's own "
-            f"order at the same costs) {named.typical_ms:.0f} ms; of the {named.gain_lost_ms:.0f} ms lost, "
+            f"{named.schedule} at typical costs predicts {named.predicted_ms:.0f} ms, this run's own order at the "
+            f"same costs {named.typical_ms:.0f} ms; of the {named.gain_lost_ms:.0f} ms lost, "
             f"stragglers cost {named.stragglers_ms:.0f} ms, exposed communication and the rest "
             f"{named.exposed_comm_and_rest_ms:.0f} ms, and the realized order against the named one "
             f"{named.order_ms:.0f} ms (the gap between the two references)"
@@ -123,7 +123,8 @@ def named_json(named: NamedComparison | None) -> dict[str, Any] | None:
     return {
         "schedule": named.schedule,
         "predicted_ms": named.predicted_ms,
-        "ideal_ms": named.typical_ms,
+        "ideal_ms": named.ideal_ms,
+        "own_order_ms": named.typical_ms,
         "measured_ms": named.measured_ms,
         "gain_lost_ms": named.gain_lost_ms,
         "stragglers_ms": named.stragglers_ms,
@@ -133,8 +134,25 @@ def named_json(named: NamedComparison | None) -> dict[str, Any] | None:
 
 
 def ideal_table(ideal: Ideal) -> pl.DataFrame:
-    """The ideal duration per (rank, op type, work) and where it came from."""
+    """The ideal duration per (rank, stage, op type, work) and where it came from."""
     return ideal.table
+
+
+def definitions(analysis: RunAnalysis) -> dict[str, str]:
+    """``DEFINITIONS`` with the ideal this run used (``Ideal.definition``) and the replay it ran."""
+    ideal = analysis.ideal.definition
+    if analysis.whatif.replay == "durations":
+        ideal = f"{ideal}; {PAPER_REPLAY}"
+    return {**DEFINITIONS, "ideal": ideal}
+
+
+def rank_savings(analysis: RunAnalysis) -> list[dict[str, Any]] | None:
+    """Each judged rank's price (``tracekit stragglers``): the measured step saved at its ideal speed."""
+    try:
+        ranks = analysis.stragglers.ranks
+    except TracekitError:
+        return None
+    return ranks.select("rank", "saving_ms", "step_ms", "step_ms_without", "flagged").to_dicts()
 
 
 def whatif_payload(analysis: RunAnalysis) -> dict[str, Any]:
@@ -148,6 +166,7 @@ def whatif_payload(analysis: RunAnalysis) -> dict[str, Any]:
         "source": analysis.case.source,
         "time_unit": "ms",
         "ideal_method": analysis.ideal.method,
+        "replay": result.replay,
         "slowdown": result.slowdown,
         "ideal_step_time": float(result.ideal_ms.mean()),
         "realized_step_time": float(result.realized_ms.mean()),
@@ -163,10 +182,11 @@ def whatif_payload(analysis: RunAnalysis) -> dict[str, Any]:
         "ms_detail": _counterfactual_json(result.ms),
         "mw_detail": _counterfactual_json(result.mw),
         "steps": step_table(result).to_dicts(),
+        "rank_savings": rank_savings(analysis),
         "named_schedule": named_json(named),
         **clock_fields(analysis),
         "findings": findings(result, named),
-        "definitions": DEFINITIONS,
+        "definitions": definitions(analysis),
     }
 
 
@@ -178,7 +198,7 @@ def whatif_result(analysis: RunAnalysis, name: str) -> Result:
         Table(
             title=f"{name}: S = {payload['slowdown']:.3f}",
             frame=attribution_table(result),
-            notes=tuple(f"{k}: {v}" for k, v in DEFINITIONS.items()) + tuple(payload["findings"]),
+            notes=tuple(f"{k}: {v}" for k, v in payload["definitions"].items()) + tuple(payload["findings"]),
             name="attribution",
         ),
         Table(title="steps (ms)", frame=step_table(result), name="steps", shown=False),

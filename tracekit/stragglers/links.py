@@ -1,6 +1,6 @@
 """Communication stragglers: a pair of ranks whose transfers are slow while their compute is not.
 
-Every cross-rank dependency of the realized schedule (``tracekit.whatif.pipeline``: F(s, m) needs
+Every cross-rank dependency of the realized schedule (``tracekit.analysis.dependencies``: F(s, m) needs
 F(s-1, m), and so on) is a transfer from the producer's rank to the consumer's. Its *exposed
 latency* is how long the consumer started after it could have: ``consumer start - max(latest
 producer end, the consumer rank's previous action end)``, never below 0, charged to the link of
@@ -45,8 +45,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from tracekit.analysis.dependencies import cross_rank_dependencies
+from tracekit.analysis.medians import middle_without
 from tracekit.whatif.counterfactuals import Change, Counterfactuals
-from tracekit.whatif.pipeline import cross_rank_dependencies, pipeline_case_nodes
+from tracekit.whatif.pipeline import pipeline_case_nodes
 
 LINK_SCHEMA: dict[str, pl.DataType] = {
     "rank_a": pl.Int32(),
@@ -70,11 +72,11 @@ class LinkConfig:
     min_excess_ms: float = 3.0
     """Flag a link whose median exposed latency is at least this much above the other links' (ms)."""
     min_ratio: float = 2.0
-    """... and at least this many times theirs."""
+    """Flag a link only when its latency is also at least this many times the other links'."""
     min_saving_share: float = 0.05
-    """... and whose reference latency would save at least this share of the step."""
+    """Flag a link only when the reference latency would save at least this share of the step."""
     persistent_share: float = 0.5
-    """... in more than this share of the steps."""
+    """Flag a link only when it is slow in more than this share of the steps."""
 
     def __post_init__(self) -> None:
         if self.min_excess_ms <= 0:
@@ -91,7 +93,7 @@ def exposed_latencies(actions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame
     """Per consumer action with a cross-rank producer: row, link (rank_a, rank_b), step, latency_ms.
 
     Returns that frame and ``actions`` ordered and numbered (``row``) as it refers to them. The
-    dependencies are the one rule's (``tracekit.whatif.pipeline.cross_rank_dependencies``).
+    dependencies are the one rule's (``tracekit.analysis.dependencies.cross_rank_dependencies``).
     """
     ordered = (
         actions.sort("step", "rank", "start_ns", "end_ns")
@@ -175,14 +177,8 @@ def _median_of_sorted(values: np.ndarray) -> float:
 
 def _median_without(ordered_values: np.ndarray, positions: np.ndarray) -> float | None:
     """Median of sorted ``ordered_values`` without the elements at sorted ``positions``; None when none remain."""
-    remaining = ordered_values.size - positions.size
-    if remaining == 0:
-        return None
-    # The k-th kept element sits at k plus the number of removed positions at or before it.
-    shifted = positions - np.arange(positions.size)
-    middle = np.array([remaining // 2] if remaining % 2 else [remaining // 2 - 1, remaining // 2])
-    picked = middle + np.searchsorted(shifted, middle, side="right")
-    return _median_of_sorted(ordered_values[picked])
+    middle = middle_without(ordered_values, positions)
+    return _median_of_sorted(middle) if middle.size else None
 
 
 def slow_links(actions: pl.DataFrame, step_ms: float, config: LinkConfig | None = None) -> pl.DataFrame:

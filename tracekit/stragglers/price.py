@@ -1,8 +1,9 @@
-"""What a straggler costs: the step time saved when only that rank runs at its reference speed.
+"""What a straggler costs: the step time saved when only that rank runs at its ideal speed.
 
-Each (rank, stage, kind) that is slower than its reference is scaled, action by action, by
-``reference_ms / median_ms`` (the rank's noise stays, its systematic slowness goes; a row at or
-above reference speed is left as it is: it has nothing to give back). The run is replayed with the
+Each (rank, stage, kind) is scaled, action by action, by ``ideal_ms / own_median_ms`` of the one
+ideal (``tracekit.analysis.ideal``: the lower of its own median and its reference, so the factor
+is ``reference_ms / median_ms`` where it is slower than its reference and 1 where it is not: the
+rank's noise stays, its systematic slowness goes). The run is replayed with the
 what-if timing engine (``tracekit.whatif``) and the saving is the realized replayed step time minus
 the replayed one, averaged over steps. Each op occupies its duration plus its gap (``gap_ms``: how
 long after it was ready it started: transfer latency, launch and host work between actions;
@@ -21,24 +22,34 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from tracekit.analysis.ideal import Ideal
 from tracekit.whatif.case import ReplayCase
 from tracekit.whatif.counterfactuals import Change, Counterfactuals, rows_by
 
 
-def speed_factors(case: ReplayCase, judged: pl.DataFrame) -> np.ndarray:
-    """Per op of ``case``: ``min(1, reference_ms / median_ms)`` of its (rank, stage, kind) row, else 1.
+JUDGED_BASES = ("peers", "expected")
+"""Ideals that straggler scoring judges against (``tracekit.analysis.references``); the others are not priced."""
 
-    ``judged`` holds rank, stage, kind, median_ms and reference_ms (rows without a reference are
-    ignored).
+
+def speed_factors(case: ReplayCase, ideal: Ideal) -> np.ndarray:
+    """Per op of ``case``: ``ideal_ms / own_median_ms`` of its (rank, stage, optype, work), else 1.
+
+    Only compute ops whose ideal is a judged reference (``JUDGED_BASES``) move. The ideal is never
+    above the own median (``tracekit.analysis.ideal``), so a factor is at most 1: a rank at or
+    above its reference speed has nothing to give back.
     """
-    factors = judged.filter(pl.col("reference_ms").is_not_null() & (pl.col("median_ms") > 0)).select(
+    factors = ideal.table.select(
         "rank",
         "stage",
-        pl.col("kind").alias("optype"),
-        pl.min_horizontal(pl.lit(1.0), pl.col("reference_ms") / pl.col("median_ms")).alias("factor"),
+        "optype",
+        "work",
+        pl.when((pl.col("own_median_ms") > 0) & pl.col("basis").is_in(JUDGED_BASES))
+        .then(pl.col("ideal_ms") / pl.col("own_median_ms"))
+        .otherwise(1.0)
+        .alias("factor"),
     )
-    keyed = case.ops.select("rank", "stage", "optype", "compute").with_row_index("row")
-    joined = keyed.join(factors, on=["rank", "stage", "optype"], how="left").sort("row")
+    keyed = case.ops.select("rank", "stage", "optype", "work", "compute").with_row_index("row")
+    joined = keyed.join(factors, on=["rank", "stage", "optype", "work"], how="left").sort("row")
     return (
         joined.select(pl.when(pl.col("compute")).then(pl.col("factor")).otherwise(None).fill_null(1.0))
         .to_series()

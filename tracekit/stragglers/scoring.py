@@ -15,7 +15,8 @@ wall time (the rank waited on looks as slow as the one it waits for); slow links
 - Persistence: the same scores step by step (per-step references); ``persistent`` when more than
   ``persistent_share`` of the steps score below the threshold, ``one-off`` when some but no more
   do, ``none`` otherwise. History-only rows take their per-step scores from the rank's other steps.
-- Price (``price``): the replayed step time saved with only that rank at reference speed.
+- Price (``price``): the replayed step time saved with only that rank's ops at their ideal
+  durations (``tracekit.analysis.ideal``: the lower of the own median and this reference).
 - Flagged (a straggler): rank score below ``threshold`` (0.75: 33% slower), persistent, and its
   price at least ``min_saving_share`` of the step (5%). One straggler per rank, most costly first,
   named by the kind that puts the most excess time on it.
@@ -66,9 +67,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from tracekit.analysis.ideal import Ideal, ideal_durations
+from tracekit.analysis.references import own_medians, references
+from tracekit.analysis.work import empty_stage_work
 from tracekit.stragglers.price import Pricer, speed_factors
-from tracekit.stragglers.references import own_medians, references
-from tracekit.stragglers.work import empty_stage_work
 from tracekit.whatif.case import ReplayCase
 
 SCORE_SCHEMA: dict[str, pl.DataType] = {
@@ -203,16 +205,28 @@ def score_stragglers(
     config: StragglerConfig | None = None,
     stage_work: pl.DataFrame | None = None,
     world_size: int | None = None,
+    ideal: Ideal | None = None,
 ) -> Stragglers:
-    """Score every rank of ``case`` against its reference and price it (module docstring)."""
+    """Score every rank of ``case`` against its reference and price it (module docstring).
+
+    ``ideal`` is the run's robust ideal (``tracekit.analysis.ideal``) of ``case.ops`` with
+    ``stage_work``; None: computed here. Its references are the ones judged against, and its
+    durations the ones prices replay.
+    """
     config = config or StragglerConfig()
     stage_work = stage_work if stage_work is not None else empty_stage_work()
+    if ideal is None:
+        ideal = ideal_durations(case.ops, "robust", stage_work)
+    assert ideal.method == "robust", "stragglers are priced against the robust ideal"
     compute = case.ops.filter(pl.col("compute"))
     by_step = own_medians(compute, ["step"])
-    overall = references(own_medians(compute, []), stage_work, [])
+    computing = compute.select("rank", "stage", pl.col("optype").alias("kind"), "work").unique()
+    overall = ideal.references.join(computing, on=["rank", "stage", "kind", "work"]).sort(
+        "rank", "stage", "kind", "work"
+    )
     per_step = references(by_step, stage_work, ["step"], history=by_step)
 
-    pricer = Pricer(case, speed_factors(case, overall))
+    pricer = Pricer(case, speed_factors(case, ideal))
     step_ms = float(case.measured_ms().mean())
     threshold = config.threshold
 

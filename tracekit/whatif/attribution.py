@@ -2,12 +2,15 @@
 
 Definitions (Lin et al., OSDI 2025; numbers as their artifact computes them):
 
-- *realized* step time: the dependency graph replayed with every op's own duration and no launch
-  gaps (the artifact's ``step_t_nodelay``);
-- *ideal* step time: the same graph replayed with each op's ideal duration
-  (``tracekit.analysis.ideal``: by default the median of the other ranks doing the same work, so a
-  straggler never sets its own ideal; ``osdi25``: the artifact's mean per op type for compute ops,
-  median for communication ops);
+- *realized* step time: the dependency graph replayed with every op's own duration. By default
+  (``replay="recorded"``) each op also starts its recorded gap after what it waits for
+  (``ReplayCase.occupied_ms``: transfer latency, launch and host work), so the realized replay is
+  the measured step, the one straggler prices are taken against; ``replay="durations"`` is the
+  artifact's replay without gaps (its ``step_t_nodelay``). Op-tables have no gaps: both agree;
+- *ideal* step time: the same replay with each op at its ideal duration
+  (``tracekit.analysis.ideal``, whose ``IDEAL_DEFINITION`` every output quotes; ``osdi25``: the
+  artifact's mean per op type for compute ops, median for communication ops), the gaps kept as
+  recorded when the realized replay keeps them;
 - slowdown ``S = mean(realized) / mean(ideal)`` (Eq. 1);
 - attribution to a group G (an op type, a DP rank, a stage, a worker): replay the ideal with only
   G's real durations restored; ``S_G = mean(T_G) / mean(ideal)`` (Eq. 2). S_G > S is possible (the
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -39,16 +43,26 @@ from tracekit.whatif.case import ReplayCase
 from tracekit.whatif.counterfactuals import Change, Counterfactuals, rows_by
 
 
+Replay = Literal["recorded", "durations"]
+REPLAYS: tuple[Replay, ...] = ("recorded", "durations")
+"""How ops occupy the replay: with their recorded gaps (the measured step), or durations alone."""
+
+
 @dataclass(frozen=True)
 class WhatIfConfig:
     """Choices of the what-if analysis."""
 
     worker_fraction: float = 0.03
     """M_W fixes this share of workers, rounded up, with the highest worker scores (artifact: 3%)."""
+    replay: Replay = "recorded"
+    """``recorded``: every op its duration plus its recorded gap (the measured step); ``durations``:
+    durations alone, the OSDI'25 artifact's replay."""
 
     def __post_init__(self) -> None:
         if not 0 < self.worker_fraction <= 1:
             raise ValueError("worker_fraction must be in (0, 1]")
+        if self.replay not in REPLAYS:
+            raise ValueError(f"replay must be one of {', '.join(REPLAYS)}, got {self.replay!r}")
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,8 @@ class WhatIf:
     """What-if result of one run; times in ms, per-step arrays in ``steps`` order."""
 
     steps: tuple[int, ...]
+    replay: Replay
+    """How the ops occupied the replays (``WhatIfConfig.replay``)."""
     measured_ms: np.ndarray
     realized_ms: np.ndarray
     ideal_ms: np.ndarray
@@ -169,6 +185,8 @@ def what_if(case: ReplayCase, config: WhatIfConfig | None = None, ideal: np.ndar
     real = case.ops["duration_ms"].to_numpy()
     if ideal is None:
         ideal = ideal_durations(case.ops, IdealConfig().method_for(case.source)).per_op(case.ops)
+    if config.replay == "recorded":
+        real, ideal = case.occupied_ms(real), case.occupied_ms(ideal)
     # Every group of every dimension is one change of the ideal: one batch replays them all.
     real_runs, ideal_runs = Counterfactuals(case, real), Counterfactuals(case, ideal)
     realized_steps, ideal_steps = real_runs.base_steps, ideal_runs.base_steps
@@ -196,6 +214,7 @@ def what_if(case: ReplayCase, config: WhatIfConfig | None = None, ideal: np.ndar
     mw = counterfactual(real_runs, ideal_runs, chosen, "ranks " + ", ".join(str(rank) for rank in worst))
     return WhatIf(
         steps=case.steps,
+        replay=config.replay,
         measured_ms=case.measured_ms(),
         realized_ms=realized_steps,
         ideal_ms=ideal_steps,

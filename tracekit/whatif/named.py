@@ -2,8 +2,10 @@
 
 Two references, each clearly named:
 
-- the *ideal* (``tracekit.analysis.ideal``): this run's own order replayed with every action at
-  its ideal duration (``typical_ms``, the what-if's ideal step time);
+- the *ideal* (``tracekit.analysis.ideal.IDEAL_DEFINITION``): this run's recorded dependency
+  graph replayed with every op at its ideal duration (``ideal_ms``, the what-if's ideal step
+  time); ``typical_ms`` is the same replay without gaps: this run's order at the costs the
+  simulator is given;
 - *this schedule at typical costs* (``predicted_ms``): the schedule simulator's
   (``tracekit.schedule``) step time for the schedule the run says it ran (manifest
   ``schedule.name``, ``pp_size``, ``microbatches``), with the same ideal durations per action kind
@@ -11,12 +13,12 @@ Two references, each clearly named:
 
 The gap ``measured - predicted`` ("gain lost") then splits exactly into:
 
-- ``stragglers_ms``: realized replay - ideal replay (compute durations off their ideal);
-- ``exposed_comm_and_rest_ms``: measured - realized replay (communication not hidden, launch gaps,
-  unlabelled work: everything the compute-only replay does not contain);
-- ``order_ms``: ideal replay - prediction (the order the run really ran vs the named order, at
-  the same costs; 0 when the run followed its schedule exactly: the gap between the two
-  references).
+- ``stragglers_ms``: realized replay - ideal replay (durations off their ideal);
+- ``exposed_comm_and_rest_ms``: (measured - realized replay) + (ideal replay - ``typical_ms``):
+  communication not hidden, launch gaps, unlabelled work, whichever of the two replays keeps them;
+- ``order_ms``: ``typical_ms`` - prediction (the order the run really ran vs the named order, at
+  the same costs and without communication; 0 when the run followed its schedule exactly: the gap
+  between the two references).
 
 Not for: runs without a manifest naming a schedule the simulator knows (the caller is told why).
 """
@@ -42,8 +44,10 @@ class NamedComparison:
     predicted_ms: float
     measured_ms: float
     realized_ms: float
+    ideal_ms: float
+    """The ideal: the what-if's ideal step time (its replay, gaps as it keeps them)."""
     typical_ms: float
-    """The ideal: this run's order replayed at ideal durations (the what-if's ideal step time)."""
+    """This run's order replayed at ideal durations without gaps: the simulator's footing."""
 
     @property
     def gain_lost_ms(self) -> float:
@@ -52,13 +56,13 @@ class NamedComparison:
 
     @property
     def stragglers_ms(self) -> float:
-        """Part of the gap due to compute durations off their median."""
-        return self.realized_ms - self.typical_ms
+        """Part of the gap due to durations off their ideal."""
+        return self.realized_ms - self.ideal_ms
 
     @property
     def exposed_comm_and_rest_ms(self) -> float:
-        """Part of the gap outside the compute-only replay."""
-        return self.measured_ms - self.realized_ms
+        """Part of the gap outside the durations: exposed communication, launch gaps, unlabelled work."""
+        return (self.measured_ms - self.realized_ms) + (self.ideal_ms - self.typical_ms)
 
     @property
     def order_ms(self) -> float:
@@ -73,6 +77,7 @@ def compare_named(
 
     ``result`` is the what-if of ``case`` replayed with ``ideal``.
     """
+    per_op = ideal.per_op(case.ops)
     schedule = None if manifest is None else manifest.schedule
     if schedule is None or schedule.name not in GENERATORS:
         reason = (
@@ -92,7 +97,8 @@ def compare_named(
             predicted_ms=float(predicted),
             measured_ms=float(result.measured_ms.mean()),
             realized_ms=float(result.realized_ms.mean()),
-            typical_ms=float(result.ideal_ms.mean()),
+            ideal_ms=float(result.ideal_ms.mean()),
+            typical_ms=float(case.replay_step_times(per_op).mean()),
         ),
         (),
     )

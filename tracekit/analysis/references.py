@@ -1,4 +1,7 @@
-"""The reference each rank's compute is judged against: its peers, its expected cost, or its own history.
+"""The reference each rank's ops are set beside: its peers, its expected cost, or its own history.
+
+The one ideal (``tracekit.analysis.ideal``) is built on these references, and straggler scoring
+(``tracekit.stragglers.scoring``) judges against them, so both read one rule.
 
 For every (rank, stage, kind), the rank's median duration is set beside one reference, the first
 that exists:
@@ -12,10 +15,9 @@ that exists:
 2. ``expected``: the expected cost of the rank's own work, for ranks without peers (in a single
    pipeline: the first and last stage, a V schedule's rank 0, a 2-stage pipeline). Per kind, a cost per unit of work is
    taken from the other ranks' stages, ``rate = median over their (stage) rows of median_ms /
-   work``, and scaled by the stage's work (``tracekit.stragglers.work``: compute parameters, which
-   leave embedding tables out and count a head in full). This is the one ideal's ``other ranks``
-   rule (``tracekit.analysis.ideal.expected_cost``: a rank's own durations never set its own
-   reference) with the work of each stage.
+   work``, and scaled by the stage's work (``tracekit.analysis.work``: compute parameters, which
+   leave embedding tables out and count a head in full); a rank's own durations never set its own
+   reference.
 3. ``history``: neither exists (no peers and no recorded stage work): each step is judged against
    the rank's own other steps. This sees one-off slowness only; a rank slow in every step looks
    normal against itself, so such rows are never named stragglers (``scoring`` lists the rank as
@@ -38,15 +40,17 @@ The reference for a step (``by=["step"]``) uses the same rule within that step, 
 | references | Int64 | how many other ranks (peers, expected) or other steps (history) set the reference | never null |
 | reference_ms | Float64 | the reference duration, ms | no reference (history with one step) |
 
-Not for: pricing or flagging (``price``, ``scoring``).
+Not for: the ideal durations (``tracekit.analysis.ideal``), pricing or flagging (``tracekit.stragglers``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import polars as pl
 
-from tracekit.analysis.ideal import RankValues, expected_cost
+from tracekit.analysis.medians import RankValues
 
 
 def _buckets(ranks: list[int], values: list[float], keys: list) -> dict:
@@ -59,6 +63,14 @@ def _buckets(ranks: list[int], values: list[float], keys: list) -> dict:
     return {key: RankValues(held, holders) for key, (held, holders) in rows.items()}
 
 
+def expected_cost(others: Sequence[tuple[float, float]], work: float = 1.0) -> float:
+    """The expected duration of ``work`` from other ranks' ``(duration, work)`` pairs (rule 2).
+
+    Their median duration per unit of work, times ``work``: a rank's own durations never set it.
+    """
+    return float(np.median([duration / unit for duration, unit in others])) * work
+
+
 REFERENCE_KINDS = ("peers", "expected", "history")
 """The references, most trusted first."""
 
@@ -69,7 +81,7 @@ def own_medians(compute: pl.DataFrame, by: list[str]) -> pl.DataFrame:
         compute.group_by("rank", "stage", "optype", "work", *by)
         .agg(pl.col("duration_ms").median().alias("median_ms"), pl.len().cast(pl.Int64()).alias("actions"))
         .rename({"optype": "kind"})
-        .sort("rank", "stage", "kind", *by)
+        .sort("rank", "stage", "kind", "work", *by)
     )
 
 
@@ -150,6 +162,7 @@ def references(
                     **{name: columns[name][index] for name in ("kind", *by)},
                     "rank": rank,
                     "stage": stage,
+                    "work": role,
                     "reference": reference,
                     "references": count,
                     "reference_ms": reference_ms,
@@ -158,11 +171,12 @@ def references(
     schema = {"kind": pl.String(), **{name: medians.schema[name] for name in by}} | {
         "rank": pl.Int32(),
         "stage": pl.Int32(),
+        "work": pl.String(),
         "reference": pl.String(),
         "references": pl.Int64(),
         "reference_ms": pl.Float64(),
     }
     found = pl.DataFrame(rows, schema=schema)
-    return medians.join(found, on=["rank", "stage", "kind", *by], how="left").sort(
+    return medians.join(found, on=["rank", "stage", "kind", "work", *by], how="left").sort(
         "rank", "stage", "kind", *by
     )

@@ -2,7 +2,7 @@
 
 The collector records, once per stage when the capture window opens, the stage module's parameter
 count, the share of it held by embedding tables, and its layer count (``collectors.capture``,
-``StageWork``). The expected-cost model (``tracekit.stragglers.references``) scales durations by
+``StageWork``). The expected-cost model (``tracekit.analysis.references``) scales durations by
 ``compute_params``:
 
 - a matmul's cost per token is proportional to its weights (2 FLOPs per parameter forward, 4

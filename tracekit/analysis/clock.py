@@ -2,7 +2,7 @@
 
 Ranks on different hosts do not share a clock. A consumer cannot start before its producer ends:
 F(s+1, m) on rank b waits for F(s, m) on rank a, and the backward the other way
-(``tracekit.whatif.pipeline.cross_rank_dependencies``, within each data-parallel replica: the
+(``tracekit.analysis.dependencies.cross_rank_dependencies``, within each data-parallel replica: the
 replicas of a stage exchange nothing, so only a pipeline's own ranks bound each other's clocks). With ``o_h`` the offset that puts host
 h's timestamps on the reference clock (``aligned = local + o_h``), every dependency from host A to
 host B gives ``o_B - o_A >= end_A - start_B``. Forward dependencies bound the difference from
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tracekit.whatif.pipeline import cross_rank_dependencies
+from tracekit.analysis.dependencies import cross_rank_dependencies
 
 OFFSET_SCHEMA: dict[str, pl.DataType] = {
     "host": pl.String(),

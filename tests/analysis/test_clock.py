@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 from whatif.simulated_runs import simulated_actions
 
-from tracekit.analysis.realized import realized_actions
+from tracekit.run_analysis import realized_actions
 from tracekit.run_analysis import analyse
 from tracekit.trace.run import load_run
-from tracekit.whatif.clock import apply_offsets, estimate_offsets
+from tracekit.analysis.clock import apply_offsets, estimate_offsets
 
 SHIFTS_NS = {0: 0, 1: 40_000_000, 2: -25_000_000, 3: 7_000_000}
 """Known clock errors: rank r's timestamps read SHIFTS_NS[r] late."""

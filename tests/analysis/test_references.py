@@ -8,35 +8,31 @@ import pytest
 from stragglers.test_stragglers_scoring import equal_work
 from whatif.simulated_runs import simulated_actions
 
-from tracekit.analysis.ideal import IDEAL_SCHEMA, action_ops, expected_cost, ideal_durations
-from tracekit.stragglers.references import own_medians, references
-from tracekit.stragglers.work import empty_stage_work
+from tracekit.analysis.ideal import IDEAL_SCHEMA, action_ops, ideal_durations
+from tracekit.analysis.references import expected_cost, own_medians, references
+from tracekit.analysis.work import empty_stage_work
 from tracekit.whatif.pipeline import pipeline_case
 
 
-def _robust_by_definition(ops: pl.DataFrame) -> pl.DataFrame:
-    """Each pace against every other rank's, as the module docstring of ``tracekit.analysis.ideal`` says."""
-    medians = (
-        ops.group_by("rank", "optype", "work")
-        .agg(pl.col("duration_ms").median().alias("m"))
-        .sort("rank", "optype", "work")
-    )
-    pace = {(r, o, w): m for r, o, w, m in medians.iter_rows()}
+def _robust_by_definition(ops: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
+    """Each op's own median against its reference by definition, as ``tracekit.analysis.ideal`` says."""
+    medians = own_medians(ops, [])
+    found = _references_by_definition(medians, work)
     rows = []
-    for (rank, optype, work), own in pace.items():
-        peers = [m for (r, o, w), m in pace.items() if o == optype and w == work and r != rank]
-        per_rank: dict[int, list[float]] = {}
-        for (r, o, _), m in sorted(pace.items()):
-            if o == optype and r != rank:
-                per_rank.setdefault(r, []).append(m)
-        if peers:
-            rows.append((rank, optype, work, min(own, *peers), own, len(peers), "fastest peer"))
-        elif per_rank:
-            ideal = expected_cost([(sum(v) / len(v), 1.0) for v in per_rank.values()])
-            rows.append((rank, optype, work, min(own, ideal), own, 0, "other ranks"))
-        else:
-            rows.append((rank, optype, work, own, own, 0, "own steps"))
-    return pl.DataFrame(rows, schema=IDEAL_SCHEMA, orient="row").sort("rank", "optype", "work")
+    for row in medians.iter_rows(named=True):
+        key = (row["rank"], row["stage"], row["kind"], row["work"])
+        basis, count, reference = found[key]
+        own = row["median_ms"]
+        if basis == "history":
+            per_rank: dict[int, list[float]] = {}
+            for other in medians.iter_rows(named=True):
+                if other["kind"] == row["kind"] and other["rank"] != row["rank"]:
+                    per_rank.setdefault(other["rank"], []).append(other["median_ms"])
+            count, basis = 0, "other ranks" if per_rank else "own steps"
+            reference = float(np.median([sum(v) / len(v) for v in per_rank.values()])) if per_rank else None
+        ideal = own if reference is None else min(own, reference)
+        rows.append((*key[:2], row["kind"], row["work"], ideal, own, count, basis))
+    return pl.DataFrame(rows, schema=IDEAL_SCHEMA, orient="row").sort("rank", "stage", "optype", "work")
 
 
 def _references_by_definition(medians: pl.DataFrame, stage_work: pl.DataFrame) -> dict[tuple, tuple]:
@@ -92,9 +88,11 @@ def test_references_equal_their_definition(
 
 
 @pytest.mark.parametrize(("name", "pp", "slow_rank"), CASES)
-def test_the_robust_ideal_equals_its_definition(name: str, pp: int, slow_rank: int | None) -> None:
+@pytest.mark.parametrize("with_work", [True, False])
+def test_the_robust_ideal_equals_its_definition(name: str, pp: int, slow_rank: int | None, with_work: bool) -> None:
     ops = action_ops(simulated_actions(name, pp=pp, steps=3, slow_rank=slow_rank, factor=1.7))
+    work = equal_work(name, pp) if with_work else empty_stage_work()
 
-    table = ideal_durations(ops, "robust").table.sort("rank", "optype", "work")
+    table = ideal_durations(ops, "robust", work).table
 
-    assert table.to_dicts() == _robust_by_definition(ops).to_dicts()
+    assert table.to_dicts() == _robust_by_definition(ops, work).to_dicts()
