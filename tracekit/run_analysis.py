@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from collectors.manifest import Manifest
 from tracekit.analysis.ideal import Ideal, IdealConfig, action_ops, ideal_durations
+from tracekit.analysis.marks import mark_actions
 from tracekit.analysis.pipelines import ONE_PIPELINE, PipelineGroups, PipelineLayout, resolve_groups
 from tracekit.analysis.realized import Clock, RealizedActions, RealizedSchedule, no_labels_error, realize
 from tracekit.analysis.utilization import rank_utilization, replica_utilization, step_utilization
@@ -44,7 +46,7 @@ from tracekit.whatif.critical import critical_paths
 from tracekit.whatif.megatron import megatron_case
 from tracekit.whatif.named import NamedComparison, compare_named
 from tracekit.whatif.optable import find_meta, read_meta, read_optable
-from tracekit.whatif.pipeline import pipeline_case
+from tracekit.whatif.pipeline import cross_rank_dependencies, pipeline_case_nodes
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ class Replay:
 
     case: ReplayCase
     warnings: tuple[str, ...]
+    action_nodes: np.ndarray | None = None
+    """Per row of the realized actions: its op's row in ``case.ops``; None for an op-table."""
 
 
 def is_optable(path: Path) -> bool:
@@ -296,8 +300,8 @@ class RunAnalysis:
         if self.is_optable:
             job = read_meta(self.meta if self.meta is not None else find_meta(self.source))
             return Replay(megatron_case(read_optable(self.source), job, str(self.source)), ())
-        case, warnings = pipeline_case(self.actions, str(self.source))
-        return Replay(case, warnings)
+        case, warnings, nodes = pipeline_case_nodes(self.actions, str(self.source))
+        return Replay(case, warnings, nodes)
 
     @property
     def case(self) -> ReplayCase:
@@ -350,6 +354,20 @@ class RunAnalysis:
         case = self.case
         recorded = case.occupied_ms(case.ops["duration_ms"].to_numpy())
         return critical_paths(case, recorded, case.ops["gap_ms"].to_numpy())
+
+    @cached_property
+    def dependencies(self) -> pl.DataFrame:
+        """Every cross-rank dependency of the realized actions (``tracekit.whatif.pipeline.DEPENDENCY_SCHEMA``)."""
+        return cross_rank_dependencies(self.actions, str(self.source))
+
+    @cached_property
+    def marked_actions(self) -> pl.DataFrame:
+        """The realized actions with their replay node, critical-path place and ideal span
+        (``tracekit.analysis.marks.MARKED_SCHEMA``); TracekitError for an op-table."""
+        nodes = self.replay.action_nodes
+        if nodes is None:
+            raise TracekitError("an op-table holds no realized actions to mark", self.source)
+        return mark_actions(self.actions, self.case, nodes, self.critical_path, self.ideal.per_op(self.case.ops))
 
     @cached_property
     def whatif(self) -> WhatIf:

@@ -32,9 +32,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from tracekit.cli import dashboard, plan, record, report, simulate, stragglers, sweep, whatif
+    from tracekit.cli import dashboard, export, plan, record, report, simulate, stragglers, sweep, whatif
 
-    for module in (report, record, stragglers, whatif, simulate, sweep, dashboard, plan):
+    for module in (report, record, stragglers, whatif, simulate, sweep, dashboard, plan, export):
         cli.add_command(module.command)
 
 

@@ -1,0 +1,428 @@
+"""One Chrome-trace-event file of the whole run on its one aligned clock, for Perfetto and chrome://tracing.
+
+``build_export(analysis, options)`` formats what ``RunAnalysis`` computed, rank by rank (time
+linear in ranks), into JSON chunks that ``tracekit export`` writes gzipped:
+
+- process ``rank R`` (pid R), threads:
+  - ``actions`` (tid 0): every realized action as a complete (``X``) event named like the
+    collector's label, ``tracekit:{stage}{kind}{micro-batch}`` (so tracekit's own Kineto reader
+    reads the actions back; Perfetto colours slices by name without digits, so by kind), category
+    ``user_annotation``, its step, stage, kind, micro-batch, critical-path place and ideal duration
+    in ``args``;
+  - ``critical path`` (tid 1): a copy of each action on its step's critical path,
+    ``critical {stage}{kind}{mb} #position``;
+  - ``straggler`` (tid 2), on flagged ranks only: one slice over the rank's exported span naming
+    the kind, score and price (``saving_ms``, step time saved per step at reference speed);
+  - ``GPU d stream s`` (tid ``GPU_TID_BASE + s``): with ``kernels``, the rank's kernels, copies and
+    memsets within its exported span, moved by its host's clock offset;
+- flow arrows (``s`` on the producer, ``f`` with ``bp: "e"`` on the consumer, one id per
+  cross-rank dependency, category ``tracekit.dependency``) from each producer to the action that
+  waited for it;
+- process ``ideal · rank R`` (pid ``IDEAL_PID_BASE + R``, sorted after every rank): the ideal
+  replay of each step (every op at its ideal duration, no gaps) laid from the step's realized start,
+  slices ``ideal {stage}{kind}{mb}``.
+
+Times: ``ts`` and ``dur`` in µs (three decimals: ns) from ``baseTimeNanoseconds``, the first
+exported action's start rounded down to a µs, as Kineto writes its traces; ``otherData.tracekit``
+holds the clock, the host offsets and the steps. Not for: computing any of it (``RunAnalysis``) or
+writing the file (``tracekit.cli.export``).
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import polars as pl
+
+from tracekit.errors import TracekitError
+from tracekit.present.result import Result, Table
+from tracekit.run_analysis import RunAnalysis
+
+ACTIONS_TID, CRITICAL_TID, STRAGGLER_TID = 0, 1, 2
+GPU_TID_BASE = 1000
+"""A GPU stream's thread id: this plus the stream number."""
+IDEAL_PID_BASE = 1_000_000
+"""The ideal timeline of rank R is process ``IDEAL_PID_BASE + R``."""
+KERNEL_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+"""The raw GPU work kept with ``kernels`` (GPU copies of user annotations would repeat the labels)."""
+_ACTION_CATEGORY = "user_annotation"
+_DEPENDENCY_CATEGORY = "tracekit.dependency"
+_FLOW_INSET_NS = 1000
+"""A flow end sits this far (at most half the slice) inside its slice, so it binds to that slice alone."""
+
+
+@dataclass(frozen=True)
+class PerfettoOptions:
+    """What the exported trace holds."""
+
+    kernels: bool = True
+    """Keep the raw GPU kernels, copies and memsets on their streams (when the traces have them)."""
+    ideal: bool = True
+    """Add the ideal timeline as a second process group."""
+    steps: tuple[int, ...] | None = None
+    """Steps to export; None: every step."""
+
+    def __post_init__(self) -> None:
+        if self.steps is not None and not self.steps:
+            raise ValueError("steps, when given, must name at least one step")
+
+
+@dataclass(frozen=True)
+class SizeEstimate:
+    """How large the trace will be, before it is written."""
+
+    events: int
+    json_bytes: int
+    gzip_bytes: int
+
+    def sentence(self) -> str:
+        """One line for people: events and megabytes."""
+        return f"about {self.events:,} events, {_size(self.json_bytes)} of JSON, {_size(self.gzip_bytes)} gzipped"
+
+
+def _size(count: int) -> str:
+    return f"{count / 1e6:,.1f} MB" if count >= 1e6 else f"{count / 1e3:,.0f} kB"
+
+
+@dataclass(frozen=True)
+class PerfettoExport:
+    """The formatted trace: per-rank chunks of events, the kernels still to read, and the header."""
+
+    header: dict[str, Any]
+    chunks: tuple[bytes, ...]
+    """Comma-joined JSON events (no brackets), one per rank and metadata chunk."""
+    kernel_spans: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    """Rank -> (first ns, last ns, clock offset ns) of the span whose GPU work is kept; empty without kernels."""
+    kernel_counts: dict[int, int] = field(default_factory=dict)
+    analysis: RunAnalysis | None = field(default=None, repr=False)
+
+    def estimate(self) -> SizeEstimate:
+        """Events and bytes of the whole file: exact for the formatted part, kernels at the first rank's bytes per event."""
+        formatted = sum(len(chunk) for chunk in self.chunks)
+        events = sum(chunk.count(b'"ph":') for chunk in self.chunks)
+        kernels = sum(self.kernel_counts.values())
+        kernel_bytes = 0
+        if kernels:
+            rank = next(r for r, n in self.kernel_counts.items() if n)
+            sample = self._kernel_chunk(rank)
+            kernel_bytes = round(len(sample) / self.kernel_counts[rank] * kernels)
+        total = formatted + kernel_bytes + len(orjson.dumps(self.header)) + len(self.chunks) + 32
+        sample_text = b",".join(self.chunks[:64])
+        ratio = len(gzip.compress(sample_text, 6)) / max(len(sample_text), 1)
+        return SizeEstimate(events + kernels, total, round(total * ratio))
+
+    def _kernel_chunk(self, rank: int) -> bytes:
+        assert self.analysis is not None
+        first, last, offset = self.kernel_spans[rank]
+        return _kernel_events(self.analysis, rank, first, last, offset)
+
+    def parts(self) -> Iterator[bytes]:
+        """The file's bytes, piece by piece: header, every chunk, then each rank's kernels read one rank at a time."""
+        head = orjson.dumps(self.header)
+        yield head[:-1] + b',"traceEvents":['
+        first = True
+        for chunk in self.chunks:
+            if chunk:
+                yield chunk if first else b"," + chunk
+                first = False
+        for rank, count in self.kernel_counts.items():
+            if count:
+                yield (b"" if first else b",") + self._kernel_chunk(rank)
+                first = False
+        yield b"]}\n"
+
+
+def _us(ns: int | float) -> float:
+    """ns (relative to the origin) as µs with three decimals, exact to the ns."""
+    return round(ns / 1000, 3)
+
+
+_META_ARG = {"process_name": "name", "thread_name": "name", "process_labels": "labels"}
+
+
+def _meta(pid: int, name: str, value: Any, tid: int | None = None) -> dict[str, Any]:
+    """A metadata (``M``) event: a process or thread name, sort index or labels."""
+    key = "sort_index" if name.endswith("sort_index") else _META_ARG[name]
+    event: dict[str, Any] = {"ph": "M", "pid": pid, "name": name, "args": {key: value}}
+    if tid is not None:
+        event["tid"] = tid
+    return event
+
+
+def _label(stage: int, kind: str, microbatch: int) -> str:
+    return f"{stage}{kind}{microbatch}"
+
+
+def _selected(analysis: RunAnalysis, options: PerfettoOptions) -> pl.DataFrame:
+    marked = analysis.marked_actions
+    if options.steps is None:
+        return marked
+    present = set(marked["step"].unique().to_list())
+    absent = sorted(set(options.steps) - present)
+    if absent:
+        raise TracekitError(
+            f"no step {', '.join(map(str, absent))} in this run (steps: {', '.join(map(str, sorted(present)))})",
+            analysis.source,
+        )
+    return marked.filter(pl.col("step").is_in(list(options.steps)))
+
+
+def _flows(analysis: RunAnalysis, actions: pl.DataFrame) -> pl.DataFrame:
+    """One row per cross-rank dependency among ``actions``: id, both ends' rank and µs inside their slices."""
+    ends = actions.select("rank", "start_ns", "end_ns").unique(["rank", "end_ns"], keep="first")
+    starts = actions.select("rank", "start_ns", "end_ns").unique(["rank", "start_ns"], keep="first")
+    inset = lambda: pl.min_horizontal(pl.lit(_FLOW_INSET_NS), (pl.col("end_ns") - pl.col("start_ns")) // 2)  # noqa: E731
+    producers = ends.select(
+        pl.col("rank").alias("src_rank"), pl.col("end_ns").alias("src_end_ns"), (pl.col("end_ns") - inset()).alias("src_ns")
+    )
+    consumers = starts.select(
+        pl.col("rank").alias("dst_rank"),
+        pl.col("start_ns").alias("dst_start_ns"),
+        (pl.col("start_ns") + inset()).alias("dst_ns"),
+    )
+    steps = actions["step"].unique().implode()
+    flows = (
+        analysis.dependencies.filter(pl.col("step").is_in(steps))
+        .join(producers, on=["src_rank", "src_end_ns"], how="inner")
+        .join(consumers, on=["dst_rank", "dst_start_ns"], how="inner")
+    )
+    assert flows.height == analysis.dependencies.filter(pl.col("step").is_in(steps)).height, "a dependency end is not an action"
+    return flows.sort("step", "dst_rank", "dst_ns").with_row_index("id", offset=1)
+
+
+def _action_events(rows: pl.DataFrame, origin_ns: int, pid: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for row in rows.iter_rows(named=True):
+        label = _label(row["stage"], row["kind"], row["microbatch"])
+        position = row["critical_position"]
+        args = {
+            "step": row["step"],
+            "stage": row["stage"],
+            "kind": row["kind"],
+            "microbatch": row["microbatch"],
+            "replica": row["replica"],
+            "overlapped": row["overlapped"],
+            "critical_path": position is not None,
+            "critical_position": position,
+            "ideal_ms": round((row["ideal_end_ns"] - row["ideal_start_ns"]) / 1e6, 6),
+            "label_source": row["source"],
+        }
+        base = {"ts": _us(row["start_ns"] - origin_ns), "dur": _us(row["end_ns"] - row["start_ns"]), "pid": pid}
+        events.append({"ph": "X", "cat": _ACTION_CATEGORY, "name": f"tracekit:{label}", "tid": ACTIONS_TID, **base, "args": args})
+        if position is not None:
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "tracekit.critical",
+                    "name": f"critical {label} #{position}",
+                    "tid": CRITICAL_TID,
+                    **base,
+                    "args": {"step": row["step"], "critical_position": position},
+                }
+            )
+    return events
+
+
+def _ideal_events(rows: pl.DataFrame, origin_ns: int, pid: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "ph": "X",
+            "cat": "tracekit.ideal",
+            "name": f"ideal {_label(row['stage'], row['kind'], row['microbatch'])}",
+            "pid": pid,
+            "tid": ACTIONS_TID,
+            "ts": _us(row["ideal_start_ns"] - origin_ns),
+            "dur": _us(row["ideal_end_ns"] - row["ideal_start_ns"]),
+            "args": {
+                "step": row["step"],
+                "ideal_ms": round((row["ideal_end_ns"] - row["ideal_start_ns"]) / 1e6, 6),
+                "realized_ms": round((row["end_ns"] - row["start_ns"]) / 1e6, 6),
+            },
+        }
+        for row in rows.iter_rows(named=True)
+    ]
+
+
+def _flow_events(flows: pl.DataFrame, origin_ns: int) -> dict[int, list[dict[str, Any]]]:
+    """Rank -> the flow events that sit on it (starts on producers, ends on consumers)."""
+    by_rank: dict[int, list[dict[str, Any]]] = {}
+    common = {"cat": _DEPENDENCY_CATEGORY, "name": "dependency", "tid": ACTIONS_TID}
+    for row in flows.iter_rows(named=True):
+        by_rank.setdefault(row["src_rank"], []).append(
+            {"ph": "s", "id": row["id"], "pid": row["src_rank"], "ts": _us(row["src_ns"] - origin_ns), **common}
+        )
+        by_rank.setdefault(row["dst_rank"], []).append(
+            {
+                "ph": "f",
+                "bp": "e",
+                "id": row["id"],
+                "pid": row["dst_rank"],
+                "ts": _us(row["dst_ns"] - origin_ns),
+                **common,
+                "args": {"step": row["step"], "from_rank": row["src_rank"]},
+            }
+        )
+    return by_rank
+
+
+def _straggler_events(analysis: RunAnalysis, spans: dict[int, tuple[int, int]], origin_ns: int) -> dict[int, list[dict[str, Any]]]:
+    by_rank: dict[int, list[dict[str, Any]]] = {}
+    for row in analysis.stragglers.flagged.iter_rows(named=True):
+        rank = row["rank"]
+        if rank not in spans:
+            continue
+        first, last = spans[rank]
+        text = f"straggler: {row['kind']} score {row['score']:.2f}, saves {row['saving_ms']:.1f} ms per step"
+        by_rank[rank] = [
+            _meta(rank, "thread_name", "straggler", STRAGGLER_TID),
+            _meta(rank, "process_labels", text),
+            {
+                "ph": "X",
+                "cat": "tracekit.straggler",
+                "name": text,
+                "pid": rank,
+                "tid": STRAGGLER_TID,
+                "ts": _us(first - origin_ns),
+                "dur": _us(last - first),
+                "args": {k: row[k] for k in ("kind", "kind_score", "score", "reference", "pattern", "saving_ms", "step_ms", "step_ms_without")},
+            },
+        ]
+    return by_rank
+
+
+def _kernel_events(analysis: RunAnalysis, rank: int, first_ns: int, last_ns: int, offset_ns: int) -> bytes:
+    """One rank's GPU work within [first_ns, last_ns) on its own clock, as events on the aligned clock."""
+    kernels = (
+        analysis.run.rank_events(rank)
+        .filter(pl.col("cat").is_in(KERNEL_CATEGORIES) & (pl.col("start_ns") < last_ns) & (pl.col("start_ns") + pl.col("dur_ns") > first_ns))
+        .select("cat", "name", "start_ns", "dur_ns", "device", "stream", "correlation")
+        .collect()
+    )
+    origin = analysis_origin(analysis)
+    streams = kernels.select("device", "stream").unique().sort("device", "stream")
+    events: list[dict[str, Any]] = [
+        _meta(rank, "thread_name", f"GPU {device} stream {stream}", GPU_TID_BASE + (stream or 0))
+        for device, stream in streams.iter_rows()
+    ]
+    for cat, name, start, dur, device, stream, correlation in kernels.iter_rows():
+        events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": rank,
+                "tid": GPU_TID_BASE + (stream or 0),
+                "ts": _us(start + offset_ns - origin),
+                "dur": _us(dur),
+                "args": {"device": device, "stream": stream, "correlation": correlation},
+            }
+        )
+    return b",".join(orjson.dumps(event) for event in events)
+
+
+def analysis_origin(analysis: RunAnalysis) -> int:
+    """The file's ``baseTimeNanoseconds``: the run's first action start, rounded down to a µs."""
+    return int(analysis.actions["start_ns"].min()) // 1000 * 1000  # type: ignore[operator]
+
+
+def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExport:
+    """The run's trace, formatted rank by rank; TracekitError for a run without realized actions or a step it lacks."""
+    analysis.check_analysable()
+    actions = _selected(analysis, options)
+    origin = analysis_origin(analysis)
+    alignment = analysis.realized.alignment
+    offsets = alignment.rank_offset_ns if alignment is not None else {}
+    flows = _flow_events(_flows(analysis, actions), origin)
+    ranks = sorted(actions["rank"].unique().to_list())
+    world = analysis.facts.world_size or (max(ranks) + 1)
+    spans = {
+        rank: (first, last)
+        for rank, first, last in actions.group_by("rank").agg(pl.col("start_ns").min(), pl.col("end_ns").max()).iter_rows()
+    }
+    stragglers = _straggler_events(analysis, spans, origin)
+    hosts = {entry.rank: entry.host for entry in (analysis.manifest.ranks if analysis.manifest is not None else ())}
+    chunks: list[bytes] = []
+    ideal_chunks: list[bytes] = []
+    for (rank,), rows in actions.sort("rank", "start_ns").group_by("rank", maintain_order=True):
+        host = f" ({hosts[rank]})" if rank in hosts else ""
+        events = [
+            _meta(rank, "process_name", f"rank {rank}{host}"),
+            _meta(rank, "process_sort_index", rank),
+            _meta(rank, "thread_name", "actions", ACTIONS_TID),
+            _meta(rank, "thread_sort_index", 0, ACTIONS_TID),
+            _meta(rank, "thread_name", "critical path", CRITICAL_TID),
+            _meta(rank, "thread_sort_index", 1, CRITICAL_TID),
+            *_action_events(rows, origin, rank),
+            *flows.get(rank, ()),
+            *stragglers.get(rank, ()),
+        ]
+        chunks.append(b",".join(orjson.dumps(event) for event in events))
+        if options.ideal:
+            pid = IDEAL_PID_BASE + rank
+            ideal = [
+                _meta(pid, "process_name", f"ideal · rank {rank}"),
+                _meta(pid, "process_sort_index", world + rank),
+                _meta(pid, "thread_name", "ideal actions", ACTIONS_TID),
+                *_ideal_events(rows, origin, pid),
+            ]
+            ideal_chunks.append(b",".join(orjson.dumps(event) for event in ideal))
+    kernel_spans: dict[int, tuple[int, int, int]] = {}
+    kernel_counts: dict[int, int] = {}
+    if options.kernels and analysis.has_gpu:
+        for rank in ranks:
+            offset = offsets.get(rank, 0)
+            first, last = spans[rank]
+            kernel_spans[rank] = (first - offset, last - offset, offset)
+            kernel_counts[rank] = (
+                analysis.run.rank_events(rank)
+                .filter(
+                    pl.col("cat").is_in(KERNEL_CATEGORIES)
+                    & (pl.col("start_ns") < last - offset)
+                    & (pl.col("start_ns") + pl.col("dur_ns") > first - offset)
+                )
+                .select(pl.len())
+                .collect()
+                .item()
+            )
+    header = {
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": origin,
+        "otherData": {
+            "tracekit": {
+                "source": str(analysis.source),
+                "clock": analysis.clock.value,
+                "host_offsets_ns": {str(rank): offset for rank, offset in sorted(offsets.items())},
+                "steps": sorted(actions["step"].unique().to_list()),
+                "world_size": world,
+                "ranks": len(ranks),
+                "ideal": "every op at its ideal duration (tracekit.analysis.ideal), no gaps, from each step's realized start",
+            }
+        },
+    }
+    return PerfettoExport(header, tuple(chunks + ideal_chunks), kernel_spans, kernel_counts, analysis)
+
+
+def export_result(export: PerfettoExport, path: str, written_bytes: int) -> Result:
+    """What ``tracekit export`` wrote: the file, its events and size against the estimate."""
+    estimate = export.estimate()
+    tracekit = export.header["otherData"]["tracekit"]
+    payload = {
+        "perfetto": path,
+        "bytes": written_bytes,
+        "estimated_bytes": estimate.gzip_bytes if path.endswith(".gz") else estimate.json_bytes,
+        "events": estimate.events,
+        "ranks": tracekit["ranks"],
+        "steps": tracekit["steps"],
+        "clock": tracekit["clock"],
+        "kernel_events": sum(export.kernel_counts.values()),
+    }
+    frame = pl.DataFrame([{k: v for k, v in payload.items() if k != "steps"}])
+    notes = (
+        "open it in ui.perfetto.dev or chrome://tracing; every rank on the one aligned clock, arrows for "
+        "cross-rank dependencies, the critical path and stragglers on their own tracks (docs/export.md)",
+    )
+    return Result(payload=payload, tables=(Table(f"{path}: trace written", frame, notes, name="export"),))
