@@ -28,7 +28,9 @@ def _steps(_ctx: click.Context, _param: click.Parameter, value: str | None) -> t
     steps: list[int] = []
     try:
         for part in value.split(","):
-            low, _, high = part.strip().partition("-")
+            low, dash, high = part.strip().partition("-")
+            if dash and not high:
+                raise ValueError(part)
             steps.extend(range(int(low), int(high or low) + 1))
     except ValueError:
         raise click.BadParameter(f"{value!r}: expected steps like 1,3 or 2-4") from None

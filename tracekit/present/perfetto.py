@@ -99,26 +99,27 @@ class PerfettoExport:
     """Rank -> (first ns, last ns, clock offset ns) of the span whose GPU work is kept; empty without kernels."""
     kernel_counts: dict[int, int] = field(default_factory=dict)
     analysis: RunAnalysis | None = field(default=None, repr=False)
+    warnings: tuple[str, ...] = ()
 
     def estimate(self) -> SizeEstimate:
         """Events and bytes of the whole file: exact for the formatted part, kernels at the first rank's bytes per event."""
         formatted = sum(len(chunk) for chunk in self.chunks)
         events = sum(chunk.count(b'"ph":') for chunk in self.chunks)
         kernels = sum(self.kernel_counts.values())
-        kernel_bytes = 0
+        kernel_bytes, sample = 0, b",".join(self.chunks[:64])
         if kernels:
             rank = next(r for r, n in self.kernel_counts.items() if n)
-            sample = self._kernel_chunk(rank)
-            kernel_bytes = round(len(sample) / self.kernel_counts[rank] * kernels)
+            kernel_sample = self._kernel_chunk(rank)
+            kernel_bytes = round(len(kernel_sample) / self.kernel_counts[rank] * kernels)
+            sample += kernel_sample
         total = formatted + kernel_bytes + len(orjson.dumps(self.header)) + len(self.chunks) + 32
-        sample_text = b",".join(self.chunks[:64])
-        ratio = len(gzip.compress(sample_text, 6)) / max(len(sample_text), 1)
+        ratio = len(gzip.compress(sample, 6)) / max(len(sample), 1)
         return SizeEstimate(events + kernels, total, round(total * ratio))
 
     def _kernel_chunk(self, rank: int) -> bytes:
         assert self.analysis is not None
         first, last, offset = self.kernel_spans[rank]
-        return _kernel_events(self.analysis, rank, first, last, offset)
+        return _kernel_events(self.analysis, rank, first, last, offset - self.header["baseTimeNanoseconds"])
 
     def parts(self) -> Iterator[bytes]:
         """The file's bytes, piece by piece: header, every chunk, then each rank's kernels read one rank at a time."""
@@ -294,15 +295,14 @@ def _straggler_events(analysis: RunAnalysis, spans: dict[int, tuple[int, int]], 
     return by_rank
 
 
-def _kernel_events(analysis: RunAnalysis, rank: int, first_ns: int, last_ns: int, offset_ns: int) -> bytes:
-    """One rank's GPU work within [first_ns, last_ns) on its own clock, as events on the aligned clock."""
+def _kernel_events(analysis: RunAnalysis, rank: int, first_ns: int, last_ns: int, shift_ns: int) -> bytes:
+    """One rank's GPU work within [first_ns, last_ns) on its own clock, moved by ``shift_ns`` to the file's time."""
     kernels = (
         analysis.run.rank_events(rank)
-        .filter(pl.col("cat").is_in(KERNEL_CATEGORIES) & (pl.col("start_ns") < last_ns) & (pl.col("start_ns") + pl.col("dur_ns") > first_ns))
+        .filter(_gpu_filter(first_ns, last_ns))
         .select("cat", "name", "start_ns", "dur_ns", "device", "stream", "correlation")
         .collect()
     )
-    origin = analysis_origin(analysis)
     streams = kernels.select("device", "stream").unique().sort("device", "stream")
     events: list[dict[str, Any]] = [
         _meta(rank, "thread_name", f"GPU {device} stream {stream}", GPU_TID_BASE + (stream or 0))
@@ -316,7 +316,7 @@ def _kernel_events(analysis: RunAnalysis, rank: int, first_ns: int, last_ns: int
                 "name": name,
                 "pid": rank,
                 "tid": GPU_TID_BASE + (stream or 0),
-                "ts": _us(start + offset_ns - origin),
+                "ts": _us(start + shift_ns),
                 "dur": _us(dur),
                 "args": {"device": device, "stream": stream, "correlation": correlation},
             }
@@ -324,52 +324,92 @@ def _kernel_events(analysis: RunAnalysis, rank: int, first_ns: int, last_ns: int
     return b",".join(orjson.dumps(event) for event in events)
 
 
-def analysis_origin(analysis: RunAnalysis) -> int:
-    """The file's ``baseTimeNanoseconds``: the run's first action start, rounded down to a µs."""
-    return int(analysis.actions["start_ns"].min()) // 1000 * 1000  # type: ignore[operator]
+def _gpu_filter(first_ns: int, last_ns: int) -> pl.Expr:
+    """GPU work (``KERNEL_CATEGORIES``) overlapping [first_ns, last_ns) on the rank's own clock."""
+    return (
+        pl.col("cat").is_in(KERNEL_CATEGORIES)
+        & (pl.col("start_ns") < last_ns)
+        & (pl.col("start_ns") + pl.col("dur_ns") > first_ns)
+    )
+
+
+def _gpu_spans(analysis: RunAnalysis) -> dict[int, tuple[int, int]]:
+    """Rank -> first start and last end of its GPU work (own clock): an unlabelled run's exported span."""
+    spans = {}
+    for rank in analysis.run.ranks:
+        first, last = (
+            analysis.run.rank_events(rank)
+            .filter(pl.col("cat").is_in(KERNEL_CATEGORIES))
+            .select(pl.col("start_ns").min().alias("first"), (pl.col("start_ns") + pl.col("dur_ns")).max().alias("last"))
+            .collect()
+            .row(0)
+        )
+        if first is not None:
+            spans[rank] = (first, last + 1)
+    return spans
+
+
+_UNLABELLED = (
+    "no schedule labels: GPU streams only, each rank on its own clock (clocks are aligned through the "
+    "dependencies of labelled actions; capture with `tracekit record` to have them)"
+)
+
+
+def _rank_chunk(rank: int, host: str, events: list[dict[str, Any]]) -> bytes:
+    head = [
+        _meta(rank, "process_name", f"rank {rank}{host}"),
+        _meta(rank, "process_sort_index", rank),
+        _meta(rank, "thread_name", "actions", ACTIONS_TID),
+        _meta(rank, "thread_sort_index", 0, ACTIONS_TID),
+        _meta(rank, "thread_name", "critical path", CRITICAL_TID),
+        _meta(rank, "thread_sort_index", 1, CRITICAL_TID),
+    ]
+    return b",".join(orjson.dumps(event) for event in head + events)
 
 
 def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExport:
-    """The run's trace, formatted rank by rank; TracekitError for a run without realized actions or a step it lacks."""
+    """The run's trace, formatted rank by rank; TracekitError for a run with neither labels nor GPU work, or a step it lacks."""
     analysis.check_analysable()
-    actions = _selected(analysis, options)
-    origin = analysis_origin(analysis)
-    alignment = analysis.realized.alignment
-    offsets = alignment.rank_offset_ns if alignment is not None else {}
-    flows = _flow_events(_flows(analysis, actions), origin)
-    ranks = sorted(actions["rank"].unique().to_list())
-    world = analysis.facts.world_size or (max(ranks) + 1)
-    spans = {
-        rank: (first, last)
-        for rank, first, last in actions.group_by("rank").agg(pl.col("start_ns").min(), pl.col("end_ns").max()).iter_rows()
-    }
-    stragglers = _straggler_events(analysis, spans, origin)
-    hosts = {entry.rank: entry.host for entry in (analysis.manifest.ranks if analysis.manifest is not None else ())}
+    hosts = {entry.rank: f" ({entry.host})" for entry in (analysis.manifest.ranks if analysis.manifest is not None else ())}
     chunks: list[bytes] = []
     ideal_chunks: list[bytes] = []
-    for (rank,), rows in actions.sort("rank", "start_ns").group_by("rank", maintain_order=True):
-        host = f" ({hosts[rank]})" if rank in hosts else ""
-        events = [
-            _meta(rank, "process_name", f"rank {rank}{host}"),
-            _meta(rank, "process_sort_index", rank),
-            _meta(rank, "thread_name", "actions", ACTIONS_TID),
-            _meta(rank, "thread_sort_index", 0, ACTIONS_TID),
-            _meta(rank, "thread_name", "critical path", CRITICAL_TID),
-            _meta(rank, "thread_sort_index", 1, CRITICAL_TID),
-            *_action_events(rows, origin, rank),
-            *flows.get(rank, ()),
-            *stragglers.get(rank, ()),
-        ]
-        chunks.append(b",".join(orjson.dumps(event) for event in events))
-        if options.ideal:
-            pid = IDEAL_PID_BASE + rank
-            ideal = [
-                _meta(pid, "process_name", f"ideal · rank {rank}"),
-                _meta(pid, "process_sort_index", world + rank),
-                _meta(pid, "thread_name", "ideal actions", ACTIONS_TID),
-                *_ideal_events(rows, origin, pid),
-            ]
-            ideal_chunks.append(b",".join(orjson.dumps(event) for event in ideal))
+    warnings: tuple[str, ...] = ()
+    if analysis.has_schedule_labels:
+        actions = _selected(analysis, options)
+        origin = int(actions["start_ns"].min()) // 1000 * 1000  # type: ignore[arg-type]
+        alignment = analysis.realized.alignment
+        offsets = alignment.rank_offset_ns if alignment is not None else {}
+        flows = _flow_events(_flows(analysis, actions), origin)
+        ranks = sorted(actions["rank"].unique().to_list())
+        spans = {
+            rank: (first, last)
+            for rank, first, last in actions.group_by("rank")
+            .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+            .iter_rows()
+        }
+        world = analysis.facts.world_size or (max(ranks) + 1)
+        stragglers = _straggler_events(analysis, spans, origin)
+        steps = sorted(actions["step"].unique().to_list())
+        for (rank,), rows in actions.sort("rank", "start_ns").group_by("rank", maintain_order=True):
+            events = [*_action_events(rows, origin, rank), *flows.get(rank, ()), *stragglers.get(rank, ())]
+            chunks.append(_rank_chunk(rank, hosts.get(rank, ""), events))
+            if options.ideal:
+                pid = IDEAL_PID_BASE + rank
+                ideal = [
+                    _meta(pid, "process_name", f"ideal · rank {rank}"),
+                    _meta(pid, "process_sort_index", world + rank),
+                    _meta(pid, "thread_name", "ideal actions", ACTIONS_TID),
+                    *_ideal_events(rows, origin, pid),
+                ]
+                ideal_chunks.append(b",".join(orjson.dumps(event) for event in ideal))
+    else:
+        if options.steps is not None:
+            raise TracekitError("--steps needs schedule labels, and this run has none", analysis.source)
+        spans, offsets, steps, warnings = _gpu_spans(analysis), {}, [], (_UNLABELLED,)
+        ranks = sorted(spans)
+        world = analysis.facts.world_size or (max(ranks) + 1)
+        origin = min(first for first, _ in spans.values()) // 1000 * 1000
+        chunks = [_rank_chunk(rank, hosts.get(rank, ""), []) for rank in ranks]
     kernel_spans: dict[int, tuple[int, int, int]] = {}
     kernel_counts: dict[int, int] = {}
     if options.kernels and analysis.has_gpu:
@@ -378,15 +418,7 @@ def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExp
             first, last = spans[rank]
             kernel_spans[rank] = (first - offset, last - offset, offset)
             kernel_counts[rank] = (
-                analysis.run.rank_events(rank)
-                .filter(
-                    pl.col("cat").is_in(KERNEL_CATEGORIES)
-                    & (pl.col("start_ns") < last - offset)
-                    & (pl.col("start_ns") + pl.col("dur_ns") > first - offset)
-                )
-                .select(pl.len())
-                .collect()
-                .item()
+                analysis.run.rank_events(rank).filter(_gpu_filter(first - offset, last - offset)).select(pl.len()).collect().item()
             )
     header = {
         "displayTimeUnit": "ms",
@@ -394,16 +426,16 @@ def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExp
         "otherData": {
             "tracekit": {
                 "source": str(analysis.source),
-                "clock": analysis.clock.value,
+                "clock": analysis.clock.value if analysis.has_schedule_labels else "own (unaligned)",
                 "host_offsets_ns": {str(rank): offset for rank, offset in sorted(offsets.items())},
-                "steps": sorted(actions["step"].unique().to_list()),
+                "steps": steps,
                 "world_size": world,
                 "ranks": len(ranks),
                 "ideal": "every op at its ideal duration (tracekit.analysis.ideal), no gaps, from each step's realized start",
             }
         },
     }
-    return PerfettoExport(header, tuple(chunks + ideal_chunks), kernel_spans, kernel_counts, analysis)
+    return PerfettoExport(header, tuple(chunks + ideal_chunks), kernel_spans, kernel_counts, analysis, warnings)
 
 
 def export_result(export: PerfettoExport, path: str, written_bytes: int) -> Result:
@@ -425,4 +457,5 @@ def export_result(export: PerfettoExport, path: str, written_bytes: int) -> Resu
         "open it in ui.perfetto.dev or chrome://tracing; every rank on the one aligned clock, arrows for "
         "cross-rank dependencies, the critical path and stragglers on their own tracks (docs/export.md)",
     )
-    return Result(payload=payload, tables=(Table(f"{path}: trace written", frame, notes, name="export"),))
+    table = Table(f"{path}: trace written", frame, notes, name="export")
+    return Result(payload=payload, tables=(table,), warnings=export.warnings)
