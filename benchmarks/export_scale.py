@@ -5,9 +5,10 @@ CPU capture (default ``sample_traces/1f1b``: 4 gloo ranks, 8 micro-batches, 2 st
 fresh process first reads the traces (the cold parse, which fills the Parquet cache; not what this
 measures), then a second fresh process runs ``tracekit export DIR --perfetto OUT.json.gz`` on the
 cached run. It prints, per size: the command's wall and CPU seconds (user + system of the process
-tree, from ``wait4``), the part spent building and writing the trace (timed inside a third process
-that analyses then exports), the file's size, and the load average; then the exponent of a
-least-squares fit of log(time) on log(ranks) (1 is linear).
+tree, from ``wait4``), the part spent building and writing the trace (wall and CPU seconds inside a
+third process that analyses, then exports), the file's size, and the load average; then the exponent of a
+least-squares fit of log(CPU time) on log(ranks) (1 is linear): on a shared machine CPU
+seconds move less with the load than wall time.
 
 Usage:
     python benchmarks/export_scale.py                      # 64, 256, 1,024 and 2,048 ranks
@@ -38,10 +39,10 @@ from tracekit.present.perfetto import PerfettoOptions, build_export
 from tracekit.run_analysis import analyse
 analysis = analyse(sys.argv[1])
 analysis.marked_actions, analysis.dependencies, analysis.stragglers  # the analysis, not timed below
-began = time.perf_counter()
+began, cpu = time.perf_counter(), time.process_time()
 export = build_export(analysis, PerfettoOptions())
 _write(export, Path(sys.argv[2]))
-print(time.perf_counter() - began)
+print(time.perf_counter() - began, time.process_time() - cpu)
 """
 
 
@@ -73,8 +74,8 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(n) for n in args.ranks.split(",")]
     args.work.mkdir(parents=True, exist_ok=True)
-    print("| ranks | command wall s | command CPU s | build + write s | file MB | load |")
-    print("|---|---|---|---|---|---|")
+    print("| ranks | command wall s | command CPU s | build + write wall s | build + write CPU s | file MB | load |")
+    print("|---|---|---|---|---|---|---|")
     command_points, build_points = [], []
     for ranks in sizes:
         run = build(args.work, args.source, ranks)
@@ -82,14 +83,18 @@ def main() -> None:
         timed([sys.executable, "-m", "tracekit", "report", str(run), "--format", "json"])  # fills the cache
         wall, cpu, _ = timed([sys.executable, "-m", "tracekit", "export", str(run), "--perfetto", str(out), "--format", "json"])
         _, _, seconds = timed([sys.executable, "-c", _BUILD_ONLY, str(run), str(out)])
-        build_s = float(seconds.strip().splitlines()[-1])
-        command_points.append((ranks, wall))
-        build_points.append((ranks, build_s))
+        build_wall, build_cpu = (float(x) for x in seconds.strip().splitlines()[-1].split())
+        command_points.append((ranks, cpu))
+        build_points.append((ranks, build_cpu))
         load = os.getloadavg()[0]
-        print(f"| {ranks:,} | {wall:.1f} | {cpu:.1f} | {build_s:.2f} | {out.stat().st_size / 1e6:.1f} | {load:.1f} |", flush=True)
+        print(
+            f"| {ranks:,} | {wall:.1f} | {cpu:.1f} | {build_wall:.2f} | {build_cpu:.2f} | "
+            f"{out.stat().st_size / 1e6:.1f} | {load:.1f} |",
+            flush=True,
+        )
     command_exp, build_exp = exponent(command_points), exponent(build_points)
     if command_exp is not None and build_exp is not None:
-        print(f"\nexponent of time on ranks: command {command_exp:.2f}, build + write {build_exp:.2f} (1 is linear)")
+        print(f"\nexponent of CPU time on ranks: command {command_exp:.2f}, build + write {build_exp:.2f} (1 is linear)")
 
 
 if __name__ == "__main__":

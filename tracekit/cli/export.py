@@ -43,8 +43,7 @@ def _write(export: PerfettoExport, path: Path) -> int:
     """Write the trace to ``path`` atomically; returns its size in bytes."""
 
     def write(temporary: Path) -> None:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(temporary, "wb") as out:  # type: ignore[operator]
+        with (gzip.open(temporary, "wb", compresslevel=6) if path.suffix == ".gz" else open(temporary, "wb")) as out:
             for part in export.parts():
                 out.write(part)
 

@@ -390,7 +390,8 @@ def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExp
         world = analysis.facts.world_size or (max(ranks) + 1)
         stragglers = _straggler_events(analysis, spans, origin)
         steps = sorted(actions["step"].unique().to_list())
-        for (rank,), rows in actions.sort("rank", "start_ns").group_by("rank", maintain_order=True):
+        by_rank = actions.sort("rank", "start_ns").partition_by("rank", maintain_order=True, as_dict=True)
+        for (rank,), rows in by_rank.items():
             events = [*_action_events(rows, origin, rank), *flows.get(rank, ()), *stragglers.get(rank, ())]
             chunks.append(_rank_chunk(rank, hosts.get(rank, ""), events))
             if options.ideal:
