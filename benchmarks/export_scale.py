@@ -74,14 +74,18 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(n) for n in args.ranks.split(",")]
     args.work.mkdir(parents=True, exist_ok=True)
-    print("| ranks | command wall s | command CPU s | build + write wall s | build + write CPU s | file MB | load |")
+    print(
+        "| ranks | command wall s | command CPU s | build + write wall s | build + write CPU s | file MB | load |"
+    )
     print("|---|---|---|---|---|---|---|")
     command_points, build_points = [], []
     for ranks in sizes:
         run = build(args.work, args.source, ranks)
         out = args.work / f"{run.name}.json.gz"
         timed([sys.executable, "-m", "tracekit", "report", str(run), "--format", "json"])  # fills the cache
-        wall, cpu, _ = timed([sys.executable, "-m", "tracekit", "export", str(run), "--perfetto", str(out), "--format", "json"])
+        wall, cpu, _ = timed(
+            [sys.executable, "-m", "tracekit", "export", str(run), "--perfetto", str(out), "--format", "json"]
+        )
         _, _, seconds = timed([sys.executable, "-c", _BUILD_ONLY, str(run), str(out)])
         build_wall, build_cpu = (float(x) for x in seconds.strip().splitlines()[-1].split())
         command_points.append((ranks, cpu))
@@ -94,7 +98,9 @@ def main() -> None:
         )
     command_exp, build_exp = exponent(command_points), exponent(build_points)
     if command_exp is not None and build_exp is not None:
-        print(f"\nexponent of CPU time on ranks: command {command_exp:.2f}, build + write {build_exp:.2f} (1 is linear)")
+        print(
+            f"\nexponent of CPU time on ranks: command {command_exp:.2f}, build + write {build_exp:.2f} (1 is linear)"
+        )
 
 
 if __name__ == "__main__":

@@ -39,9 +39,9 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from collectors.live_wire import decode  # noqa: E402
-from tracekit.analysis.realized import Clock  # noqa: E402
-from tracekit.run_analysis import RunAnalysis, analyse  # noqa: E402
+from collectors.live_wire import decode
+from tracekit.analysis.realized import Clock
+from tracekit.run_analysis import RunAnalysis, analyse
 
 SKIP_LINE = "gpu_check: skipped: torch.cuda.is_available() is False on this machine; nothing was checked"
 KERNEL_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -76,7 +76,9 @@ def parse_args(argv: Sequence[str] | None = None) -> CheckArgs:
     parser.add_argument("--out", type=Path, default=Path("/tmp/tracekit-gpu-check"))
     parser.add_argument("--steps", type=int, default=8, help="training steps of each run (>= 6)")
     parser.add_argument("--hidden", type=int, default=4096, help="width of each Linear of the job")
-    parser.add_argument("--ranks", type=int, default=None, help="ranks of the job [default: 2 with 2+ GPUs, else 1]")
+    parser.add_argument(
+        "--ranks", type=int, default=None, help="ranks of the job [default: 2 with 2+ GPUs, else 1]"
+    )
     args = parser.parse_args(argv)
     if args.steps < 6:
         parser.error("--steps must be >= 6: the capture profiles steps 3-5")
@@ -86,7 +88,11 @@ def parse_args(argv: Sequence[str] | None = None) -> CheckArgs:
 def trace_checks(analysis: RunAnalysis, expect_comm: bool) -> list[Check]:
     """Checks 1-4 on an analysed capture (any run: a CPU run fails them with its reasons)."""
     kernels = analysis.run.events.filter(pl.col("cat") == "kernel")
-    per_rank = kernels.group_by("rank").agg(pl.len(), pl.col("stream").null_count().alias("no_stream"), pl.col("stream").n_unique().alias("streams"))
+    per_rank = kernels.group_by("rank").agg(
+        pl.len(),
+        pl.col("stream").null_count().alias("no_stream"),
+        pl.col("stream").n_unique().alias("streams"),
+    )
     missing = sorted(set(analysis.run.ranks) - set(per_rank["rank"].to_list()))
     unstreamed = int(per_rank["no_stream"].sum()) if per_rank.height else 0
     checks = [
@@ -100,7 +106,9 @@ def trace_checks(analysis: RunAnalysis, expect_comm: bool) -> list[Check]:
     ]
     projection = analysis.gpu.action_projection if analysis.gpu is not None else None
     if not analysis.has_schedule_labels or projection is None:
-        checks.append(Check("kernels inside each label", False, "no labelled actions with GPU work in the traces"))
+        checks.append(
+            Check("kernels inside each label", False, "no labelled actions with GPU work in the traces")
+        )
     else:
         empty = projection.filter(pl.col("kernels") == 0)
         checks.append(
@@ -112,7 +120,13 @@ def trace_checks(analysis: RunAnalysis, expect_comm: bool) -> list[Check]:
             )
         )
     clock = analysis.clock if analysis.has_schedule_labels else None
-    checks.append(Check("GPU clock chosen", clock is Clock.GPU, f"realized actions on the {clock.value if clock else 'no'} clock"))
+    checks.append(
+        Check(
+            "GPU clock chosen",
+            clock is Clock.GPU,
+            f"realized actions on the {clock.value if clock else 'no'} clock",
+        )
+    )
     checks.append(_overlap_check(analysis, expect_comm))
     return checks
 
@@ -126,8 +140,12 @@ def _overlap_check(analysis: RunAnalysis, expect_comm: bool) -> Check:
     if total.is_empty() or int(total["comm_ns"].sum()) == 0:
         return Check(name, False, "no communication kernels in the traces")
     streams = analysis.gpu.streams if analysis.gpu is not None else pl.DataFrame()
-    pct = ", ".join(f"rank {r}: {p:.1f}%" for r, p in total.select("rank", "overlap_pct").sort("rank").iter_rows())
-    return Check(name, True, f"share of communication under compute: {pct}; {streams.height} (rank, stream) rows")
+    pct = ", ".join(
+        f"rank {r}: {p:.1f}%" for r, p in total.select("rank", "overlap_pct").sort("rank").iter_rows()
+    )
+    return Check(
+        name, True, f"share of communication under compute: {pct}; {streams.height} (rank, stream) rows"
+    )
 
 
 def overhead_check(plain_ms: Sequence[float], captured_ms: Sequence[float]) -> Check:
@@ -136,7 +154,11 @@ def overhead_check(plain_ms: Sequence[float], captured_ms: Sequence[float]) -> C
         return Check("capture overhead", False, "a run wrote no step times")
     plain, captured = statistics.median(plain_ms), statistics.median(captured_ms)
     overhead = (captured - plain) / plain * 100
-    return Check("capture overhead", True, f"median step {plain:.2f} ms uncaptured, {captured:.2f} ms profiled: {overhead:+.1f}%")
+    return Check(
+        "capture overhead",
+        True,
+        f"median step {plain:.2f} ms uncaptured, {captured:.2f} ms profiled: {overhead:+.1f}%",
+    )
 
 
 def live_check(messages: Sequence[dict[str, Any]], ranks: int) -> Check:
@@ -155,11 +177,27 @@ def live_check(messages: Sequence[dict[str, Any]], ranks: int) -> Check:
 
 
 def _tracekit(*args: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tracekit", *args], capture_output=True, text=True, timeout=timeout_s, check=False, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        cwd=REPO,
+    )
 
 
 def _job(args: CheckArgs, times: Path) -> list[str]:
-    command = [sys.executable, str(REPO / "benchmarks" / "gpu_job.py"), "--steps", str(args.steps), "--hidden", str(args.hidden), "--times", str(times)]
+    command = [
+        sys.executable,
+        str(REPO / "benchmarks" / "gpu_job.py"),
+        "--steps",
+        str(args.steps),
+        "--hidden",
+        str(args.hidden),
+        "--times",
+        str(times),
+    ]
     return command + (["--ranks", str(args.ranks)] if args.ranks is not None else [])
 
 
@@ -190,7 +228,9 @@ def run_checks(args: CheckArgs) -> list[Check]:
     if plain.returncode != 0:
         return [Check("job runs on the GPU", False, plain.stderr.strip()[-400:])]
     capture = args.out / "capture"
-    recorded = _tracekit("record", "--out", str(capture), "--steps", PROFILED, "--", *_job(args, captured_times))
+    recorded = _tracekit(
+        "record", "--out", str(capture), "--steps", PROFILED, "--", *_job(args, captured_times)
+    )
     if recorded.returncode != 0:
         return [Check("tracekit record", False, recorded.stderr.strip()[-400:])]
     checks = trace_checks(analyse(capture), expect_comm=ranks >= 2)
@@ -201,7 +241,19 @@ def run_checks(args: CheckArgs) -> list[Check]:
         sock.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{sock.getsockname()[1]}"
         live = subprocess.Popen(
-            [sys.executable, "-m", "tracekit", "record", "--out", str(args.out / "live"), "--live", "--live-address", address, "--", *_job(args, args.out / "live-times.json")],
+            [
+                sys.executable,
+                "-m",
+                "tracekit",
+                "record",
+                "--out",
+                str(args.out / "live"),
+                "--live",
+                "--live-address",
+                address,
+                "--",
+                *_job(args, args.out / "live-times.json"),
+            ],
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -225,7 +277,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         mark = {True: "ok  ", False: "FAIL", None: "n/a "}[check.passed]
         print(f"{mark} {check.name}: {check.detail}")
     device = torch.cuda.get_device_name(0)
-    summary = {"device": device, "gpus": torch.cuda.device_count(), "torch": torch.__version__, "wall_s": time.perf_counter() - began, "checks": [asdict(c) for c in checks]}
+    summary = {
+        "device": device,
+        "gpus": torch.cuda.device_count(),
+        "torch": torch.__version__,
+        "wall_s": time.perf_counter() - began,
+        "checks": [asdict(c) for c in checks],
+    }
     (args.out / "gpu_check.json").write_text(json.dumps(summary, indent=2))
     return 1 if any(check.passed is False for check in checks) else 0
 

@@ -67,14 +67,18 @@ def _train(rank: int, config: GpuJobConfig) -> None:
 
     device = torch.device("cuda", rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
-    dist.init_process_group("nccl", rank=rank, world_size=config.ranks, timeout=timedelta(seconds=120), device_id=device)
+    dist.init_process_group(
+        "nccl", rank=rank, world_size=config.ranks, timeout=timedelta(seconds=120), device_id=device
+    )
     try:
         if config.ranks == 1:
             num_stages, stage_ids, schedule_class = 2, [0, 1], pp.ScheduleZBVZeroBubble
         else:
             num_stages, stage_ids, schedule_class = config.ranks, [rank], pp.Schedule1F1B
         stages = [pp.PipelineStage(_stage(config, s, device), s, num_stages, device) for s in stage_ids]
-        schedule = schedule_class(stages[0] if len(stages) == 1 else stages, config.microbatches, loss_fn=F.mse_loss)
+        schedule = schedule_class(
+            stages[0] if len(stages) == 1 else stages, config.microbatches, loss_fn=F.mse_loss
+        )
         parameters = [p for stage in stages for p in stage.submod.parameters()]
         optimizer = torch.optim.SGD(parameters, lr=1e-4)
         holds_first, holds_last = 0 in stage_ids, num_stages - 1 in stage_ids
@@ -84,7 +88,9 @@ def _train(rank: int, config: GpuJobConfig) -> None:
             rows = config.microbatches * config.microbatch_rows
             x = torch.randn(rows, config.hidden, generator=generator, device=device)
             began = time.perf_counter()
-            schedule.step(*((x,) if holds_first else ()), target=torch.tanh(x.flip(1)) if holds_last else None)
+            schedule.step(
+                *((x,) if holds_first else ()), target=torch.tanh(x.flip(1)) if holds_last else None
+            )
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             torch.cuda.synchronize()
@@ -131,7 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("gpu_job: no CUDA device", file=sys.stderr)
         return 1
     if config.ranks > torch.cuda.device_count():
-        print(f"gpu_job: {config.ranks} ranks need {config.ranks} GPUs, {torch.cuda.device_count()} here", file=sys.stderr)
+        print(
+            f"gpu_job: {config.ranks} ranks need {config.ranks} GPUs, {torch.cuda.device_count()} here",
+            file=sys.stderr,
+        )
         return 1
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ["MASTER_PORT"] = str(_free_port())

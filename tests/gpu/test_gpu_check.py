@@ -44,7 +44,11 @@ def _copy(source: Path, tmp_path: Path) -> Path:
 @pytest.mark.skipif(_cuda(), reason="a CUDA device is here: the skip line is for machines without one")
 def test_without_cuda_it_prints_one_line_and_exits_0(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, str(SCRIPT), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
     assert done.returncode == 0, done.stderr
@@ -62,7 +66,9 @@ def test_arguments_parse_and_a_window_without_warm_up_is_refused(capsys: pytest.
     assert "--steps must be >= 6" in capsys.readouterr().err
 
 
-def test_on_a_real_nccl_trace_streams_and_overlap_pass_and_the_missing_labels_are_named(shared: Path, tmp_path: Path) -> None:
+def test_on_a_real_nccl_trace_streams_and_overlap_pass_and_the_missing_labels_are_named(
+    shared: Path, tmp_path: Path
+) -> None:
     analysis = analyse(_copy(shared / "traces" / "hta-sampled-2rank", tmp_path))
 
     checks = {check.name: check for check in gpu_check.trace_checks(analysis, expect_comm=True)}
@@ -111,7 +117,11 @@ def test_live_timers_must_be_cuda_events_on_every_rank(clock: str, end: int, pas
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA device: torch.cuda.is_available() is False")
 def test_the_gpu_check_passes_on_a_real_gpu(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(tmp_path)], capture_output=True, text=True, timeout=1800, check=False
+        [sys.executable, str(SCRIPT), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
     )
 
     assert done.returncode == 0, done.stdout + done.stderr

@@ -27,7 +27,11 @@ def board() -> dict[str, Any]:
 def queries(document: dict[str, Any]) -> list[str]:
     """Every PromQL expression of the board: panel targets and template variables."""
     found = [target["expr"] for panel in document["panels"] for target in panel["targets"]]
-    found += [variable["query"]["query"] for variable in document["templating"]["list"] if variable["type"] == "query"]
+    found += [
+        variable["query"]["query"]
+        for variable in document["templating"]["list"]
+        if variable["type"] == "query"
+    ]
     return found
 
 
@@ -84,10 +88,20 @@ def test_every_query_names_a_metric_a_real_live_session_serves(tmp_path: Path) -
 
     command = job("--slow-rank", "2", "--slow-ms", "20", "--slow-from-step", "3", steps=24)
     run = record_live(
-        tmp_path, command, "--live-interval", "4", "--live-capture-steps", "0", "--prometheus-port", str(port), during=scrape
+        tmp_path,
+        command,
+        "--live-interval",
+        "4",
+        "--live-capture-steps",
+        "0",
+        "--prometheus-port",
+        str(port),
+        during=scrape,
     )
 
     assert run.exit_code == 0, run.stderr[-3000:]
-    served = {sample.name for family in text_string_to_metric_families(scraped[0]) for sample in family.samples}
+    served = {
+        sample.name for family in text_string_to_metric_families(scraped[0]) for sample in family.samples
+    }
     missing = queried_metrics(board()) - served
     assert not missing, f"queried but not served: {missing}"

@@ -34,7 +34,9 @@ def _nesting(slices: list[tuple[float, float, str]], where: str) -> list[str]:
         while stack and start >= stack[-1][1] - _TOLERANCE_US:
             stack.pop()
         if stack and end > stack[-1][1] + _TOLERANCE_US:
-            problems.append(f"{where}: {name!r} [{start}, {end}] overlaps {stack[-1][2]!r} without nesting in it")
+            problems.append(
+                f"{where}: {name!r} [{start}, {end}] overlaps {stack[-1][2]!r} without nesting in it"
+            )
         stack.append((start, end, name))
     return problems
 
@@ -67,7 +69,9 @@ def violations(events: list[dict[str, Any]]) -> list[str]:
             if "tid" not in event or "ts" not in event or event.get("dur", -1) < 0:
                 problems.append(f"complete event without tid, ts or a dur >= 0: {event}")
                 continue
-            threads[(event["pid"], event["tid"])].append((event["ts"], event["ts"] + event["dur"], event["name"]))
+            threads[(event["pid"], event["tid"])].append(
+                (event["ts"], event["ts"] + event["dur"], event["name"])
+            )
         elif phase in ("s", "f"):
             flows[event.get("id")][phase].append(event)
         else:
@@ -81,7 +85,9 @@ def violations(events: list[dict[str, Any]]) -> list[str]:
     starts = {key: [s[0] for s in slices] for key, slices in ordered.items()}
     for flow_id, ends in flows.items():
         if len(ends["s"]) != 1 or len(ends["f"]) != 1:
-            problems.append(f"flow {flow_id}: {len(ends['s'])} starts and {len(ends['f'])} ends, not one of each")
+            problems.append(
+                f"flow {flow_id}: {len(ends['s'])} starts and {len(ends['f'])} ends, not one of each"
+            )
             continue
         (start,), (end,) = ends["s"], ends["f"]
         if end.get("bp") != "e":
@@ -91,5 +97,7 @@ def violations(events: list[dict[str, Any]]) -> list[str]:
         for name, point in (("start", start), ("end", end)):
             key = (point["pid"], point.get("tid"))
             if key not in ordered or not _enclosing(ordered[key], starts[key], point["ts"]):
-                problems.append(f"flow {flow_id}: its {name} at {point['ts']} lies in no slice of pid {key[0]} tid {key[1]}")
+                problems.append(
+                    f"flow {flow_id}: its {name} at {point['ts']} lies in no slice of pid {key[0]} tid {key[1]}"
+                )
     return problems

@@ -16,12 +16,14 @@ _HEAD = [
 
 
 @st.composite
-def nested_slices(draw: st.DrawFn, start: int = 0, end: int = 10_000, depth: int = 0) -> list[tuple[int, int]]:
+def nested_slices(
+    draw: st.DrawFn, start: int = 0, end: int = 10_000, depth: int = 0
+) -> list[tuple[int, int]]:
     """Slices inside [start, end): siblings side by side, each maybe holding children."""
     cuts = sorted(draw(st.sets(st.integers(start, end), min_size=0, max_size=6)))
     slices = []
     for low, high in zip(cuts[::2], cuts[1::2]):
-        if high - low < 2:
+        if high - low < 10:  # wider than the rules' 1.5 ns rounding tolerance
             continue
         slices.append((low, high))
         if depth < 2:
@@ -53,7 +55,7 @@ def test_a_slice_crossing_another_s_end_is_caught(slices: list[tuple[int, int]],
 
 @given(nested_slices().filter(lambda s: len(s) >= 2), st.data())
 def test_flows_bind_only_inside_slices(slices: list[tuple[int, int]], data: st.DataObject) -> None:
-    (a_low, a_high), (b_low, b_high) = sorted(data.draw(st.permutations(slices))[:2])
+    (a_low, _), (b_low, _) = sorted(data.draw(st.permutations(slices))[:2])
     start = {"ph": "s", "id": 1, "pid": 0, "tid": 0, "name": "dependency", "ts": a_low / 1000}
     end = {"ph": "f", "bp": "e", "id": 1, "pid": 0, "tid": 0, "name": "dependency", "ts": b_low / 1000}
 

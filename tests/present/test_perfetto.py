@@ -50,7 +50,9 @@ def analysis(run_copy: Path) -> RunAnalysis:
 
 
 @pytest.fixture(scope="module")
-def exported(run_copy: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def exported(
+    run_copy: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
     # tracekit's reader takes a rank from the trace or its file name: the name gives it one, and
     # the export's pid is each event's rank.
     out = tmp_path_factory.mktemp("export") / "all-ranks-rank0.json.gz"
@@ -70,9 +72,16 @@ def test_the_export_reads_back_through_the_kineto_reader_with_the_same_actions_p
     assert result.returncode == 0, result.stderr
 
     events, _info = read_trace(path)
-    labelled = match_labels(events.filter((pl.col("cat") == "user_annotation") & (pl.col("pid") < IDEAL_PID_BASE)))
+    labelled = match_labels(
+        events.filter((pl.col("cat") == "user_annotation") & (pl.col("pid") < IDEAL_PID_BASE))
+    )
     read_back = labelled.filter(pl.col("role") == Role.ACTION.value).select(
-        "pid", "stage", "kind", "microbatch", "start_ns", pl.col("start_ns").add(pl.col("dur_ns")).alias("end_ns")
+        "pid",
+        "stage",
+        "kind",
+        "microbatch",
+        "start_ns",
+        pl.col("start_ns").add(pl.col("dur_ns")).alias("end_ns"),
     )
 
     expected = analysis.actions
@@ -168,12 +177,16 @@ def test_the_ideal_timeline_is_the_ideal_replay_beside_each_rank(
     starts = analysis.actions.group_by("step").agg(pl.col("start_ns").min()).rows()
     base_ns = load(exported[0])["baseTimeNanoseconds"]
     for step, start_ns in starts:
-        makespan_us = max(e["ts"] + e["dur"] for e in ideal if e["args"]["step"] == step) - (start_ns - base_ns) / 1e3
+        makespan_us = (
+            max(e["ts"] + e["dur"] for e in ideal if e["args"]["step"] == step) - (start_ns - base_ns) / 1e3
+        )
         index = analysis.whatif.steps.index(step)
         assert makespan_us / 1e3 == pytest.approx(analysis.whatif.ideal_ms[index], rel=1e-6)
 
 
-def test_slices_count_what_the_analysis_holds(exported: tuple[Path, subprocess.CompletedProcess[str]], analysis: RunAnalysis) -> None:
+def test_slices_count_what_the_analysis_holds(
+    exported: tuple[Path, subprocess.CompletedProcess[str]], analysis: RunAnalysis
+) -> None:
     counts = Counter(e["cat"] for e in events_of(exported) if e["ph"] == "X")
     marked = analysis.marked_actions
     assert counts == {
@@ -198,7 +211,9 @@ def test_a_step_the_run_lacks_is_one_line_naming_the_run(run_copy: Path, tmp_pat
     result = tracekit("export", str(run_copy), "--perfetto", str(tmp_path / "x.json.gz"), "--steps", "7")
 
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [f"tracekit: error: {run_copy}: no step 7 in this run (steps: 0, 1)"]
+    assert result.stderr.strip().splitlines() == [
+        f"tracekit: error: {run_copy}: no step 7 in this run (steps: 0, 1)"
+    ]
     assert not (tmp_path / "x.json.gz").exists()
 
 
@@ -217,7 +232,9 @@ def test_real_gpu_traces_export_their_streams(shared: Path, tmp_path: Path, trac
     gpu = analyse(root)
 
     events = orjson.loads(b"".join(build_export(gpu, PerfettoOptions()).parts()))["traceEvents"]
-    only_actions = orjson.loads(b"".join(build_export(gpu, PerfettoOptions(kernels=False)).parts()))["traceEvents"]
+    only_actions = orjson.loads(b"".join(build_export(gpu, PerfettoOptions(kernels=False)).parts()))[
+        "traceEvents"
+    ]
 
     kernels = [e for e in events if e["ph"] == "X"]
     expected = gpu.run.events.filter(pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"]))

@@ -42,12 +42,13 @@ _MATCH_TOLERANCE_MS = 1e-3
 
 def _critical_nodes(nodes: pl.DataFrame, critical: pl.DataFrame) -> pl.DataFrame:
     """(node, critical_position) of every critical-path row, matched by step, rank and start."""
-    path = (
-        critical.select(
-            pl.col("step").cast(pl.Int32()), "rank", "optype", pl.col("position").alias("critical_position"), "start_ms"
-        )
-        .sort("start_ms")
-    )
+    path = critical.select(
+        pl.col("step").cast(pl.Int32()),
+        "rank",
+        "optype",
+        pl.col("position").alias("critical_position"),
+        "start_ms",
+    ).sort("start_ms")
     matched = path.join_asof(
         nodes.with_columns(pl.col("start_ms").alias("start_ms_node")).sort("start_ms"),
         on="start_ms",
@@ -66,7 +67,11 @@ def _critical_nodes(nodes: pl.DataFrame, critical: pl.DataFrame) -> pl.DataFrame
 
 
 def mark_actions(
-    actions: pl.DataFrame, case: ReplayCase, action_nodes: np.ndarray, critical: pl.DataFrame | None, ideal_ms: np.ndarray
+    actions: pl.DataFrame,
+    case: ReplayCase,
+    action_nodes: np.ndarray,
+    critical: pl.DataFrame | None,
+    ideal_ms: np.ndarray,
 ) -> pl.DataFrame:
     """``MARKED_SCHEMA``: ``actions`` (``REALIZED_SCHEMA``) with their node, critical position and ideal span.
 
@@ -81,7 +86,12 @@ def mark_actions(
     step_start = pl.col("start_ns").min().over("step")
     nodes = (
         rows.group_by("node")
-        .agg(pl.col("step", "rank").first(), pl.col("start_ns").min(), pl.len().alias("halves"), pl.col("kind").first())
+        .agg(
+            pl.col("step", "rank").first(),
+            pl.col("start_ns").min(),
+            pl.len().alias("halves"),
+            pl.col("kind").first(),
+        )
         .with_columns(((pl.col("start_ns") - step_start) / 1e6).alias("start_ms"))
         .join(case.ops.select(pl.col("node").cast(pl.Int64()), "optype"), on="node", how="left")
         .select("node", "step", "rank", "optype", "start_ms")
@@ -93,8 +103,12 @@ def mark_actions(
     return (
         rows.join(on_path, on="node", how="left", maintain_order="left")
         .with_columns(
-            (step_start + pl.Series(np.round(ideal_start[action_nodes] * 1e6)).cast(pl.Int64())).alias("ideal_start_ns"),
-            (step_start + pl.Series(np.round(ideal_end[action_nodes] * 1e6)).cast(pl.Int64())).alias("ideal_end_ns"),
+            (step_start + pl.Series(np.round(ideal_start[action_nodes] * 1e6)).cast(pl.Int64())).alias(
+                "ideal_start_ns"
+            ),
+            (step_start + pl.Series(np.round(ideal_end[action_nodes] * 1e6)).cast(pl.Int64())).alias(
+                "ideal_end_ns"
+            ),
         )
         .select(list(MARKED_SCHEMA))
         .cast(MARKED_SCHEMA)  # type: ignore[arg-type]

@@ -43,7 +43,9 @@ def _write(export: PerfettoExport, path: Path) -> int:
     """Write the trace to ``path`` atomically; returns its size in bytes."""
 
     def write(temporary: Path) -> None:
-        with (gzip.open(temporary, "wb", compresslevel=6) if path.suffix == ".gz" else open(temporary, "wb")) as out:
+        with (
+            gzip.open(temporary, "wb", compresslevel=6) if path.suffix == ".gz" else open(temporary, "wb")
+        ) as out:
             for part in export.parts():
                 out.write(part)
 
@@ -61,14 +63,21 @@ def _write(export: PerfettoExport, path: Path) -> int:
     required=True,
     help="Chrome trace event file to write (gzipped when it ends in .gz); opens in ui.perfetto.dev.",
 )
-@click.option("--steps", callback=_steps, default=None, help="Steps to export, e.g. 1,3 or 2-4 [default: all].")
+@click.option(
+    "--steps", callback=_steps, default=None, help="Steps to export, e.g. 1,3 or 2-4 [default: all]."
+)
 @click.option(
     "--kernels/--actions-only",
     default=True,
     show_default=True,
     help="Keep the raw GPU kernels on their streams, or only the actions (smaller).",
 )
-@click.option("--ideal/--no-ideal", default=True, show_default=True, help="Add the ideal timeline as a second process group.")
+@click.option(
+    "--ideal/--no-ideal",
+    default=True,
+    show_default=True,
+    help="Add the ideal timeline as a second process group.",
+)
 @pipelines_option
 @format_option
 @scheduler_option

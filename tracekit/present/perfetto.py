@@ -137,7 +137,7 @@ class PerfettoExport:
         yield b"]}\n"
 
 
-def _us(ns: int | float) -> float:
+def _us(ns: float) -> float:
     """ns (relative to the origin) as µs with three decimals, exact to the ns."""
     return round(ns / 1000, 3)
 
@@ -176,14 +176,16 @@ def _flows(analysis: RunAnalysis, actions: pl.DataFrame) -> pl.DataFrame:
     """One row per cross-rank dependency among ``actions``: id, both ends' rank and µs inside their slices."""
     ends = actions.select("rank", "start_ns", "end_ns").unique(["rank", "end_ns"], keep="first")
     starts = actions.select("rank", "start_ns", "end_ns").unique(["rank", "start_ns"], keep="first")
-    inset = lambda: pl.min_horizontal(pl.lit(_FLOW_INSET_NS), (pl.col("end_ns") - pl.col("start_ns")) // 2)  # noqa: E731
+    inset = pl.min_horizontal(pl.lit(_FLOW_INSET_NS), (pl.col("end_ns") - pl.col("start_ns")) // 2)
     producers = ends.select(
-        pl.col("rank").alias("src_rank"), pl.col("end_ns").alias("src_end_ns"), (pl.col("end_ns") - inset()).alias("src_ns")
+        pl.col("rank").alias("src_rank"),
+        pl.col("end_ns").alias("src_end_ns"),
+        (pl.col("end_ns") - inset).alias("src_ns"),
     )
     consumers = starts.select(
         pl.col("rank").alias("dst_rank"),
         pl.col("start_ns").alias("dst_start_ns"),
-        (pl.col("start_ns") + inset()).alias("dst_ns"),
+        (pl.col("start_ns") + inset).alias("dst_ns"),
     )
     steps = actions["step"].unique().implode()
     flows = (
@@ -191,7 +193,9 @@ def _flows(analysis: RunAnalysis, actions: pl.DataFrame) -> pl.DataFrame:
         .join(producers, on=["src_rank", "src_end_ns"], how="inner")
         .join(consumers, on=["dst_rank", "dst_start_ns"], how="inner")
     )
-    assert flows.height == analysis.dependencies.filter(pl.col("step").is_in(steps)).height, "a dependency end is not an action"
+    assert flows.height == analysis.dependencies.filter(pl.col("step").is_in(steps)).height, (
+        "a dependency end is not an action"
+    )
     return flows.sort("step", "dst_rank", "dst_ns").with_row_index("id", offset=1)
 
 
@@ -212,8 +216,21 @@ def _action_events(rows: pl.DataFrame, origin_ns: int, pid: int) -> list[dict[st
             "ideal_ms": round((row["ideal_end_ns"] - row["ideal_start_ns"]) / 1e6, 6),
             "label_source": row["source"],
         }
-        base = {"ts": _us(row["start_ns"] - origin_ns), "dur": _us(row["end_ns"] - row["start_ns"]), "pid": pid}
-        events.append({"ph": "X", "cat": _ACTION_CATEGORY, "name": f"tracekit:{label}", "tid": ACTIONS_TID, **base, "args": args})
+        base = {
+            "ts": _us(row["start_ns"] - origin_ns),
+            "dur": _us(row["end_ns"] - row["start_ns"]),
+            "pid": pid,
+        }
+        events.append(
+            {
+                "ph": "X",
+                "cat": _ACTION_CATEGORY,
+                "name": f"tracekit:{label}",
+                "tid": ACTIONS_TID,
+                **base,
+                "args": args,
+            }
+        )
         if position is not None:
             events.append(
                 {
@@ -254,7 +271,13 @@ def _flow_events(flows: pl.DataFrame, origin_ns: int) -> dict[int, list[dict[str
     common = {"cat": _DEPENDENCY_CATEGORY, "name": "dependency", "tid": ACTIONS_TID}
     for row in flows.iter_rows(named=True):
         by_rank.setdefault(row["src_rank"], []).append(
-            {"ph": "s", "id": row["id"], "pid": row["src_rank"], "ts": _us(row["src_ns"] - origin_ns), **common}
+            {
+                "ph": "s",
+                "id": row["id"],
+                "pid": row["src_rank"],
+                "ts": _us(row["src_ns"] - origin_ns),
+                **common,
+            }
         )
         by_rank.setdefault(row["dst_rank"], []).append(
             {
@@ -270,7 +293,9 @@ def _flow_events(flows: pl.DataFrame, origin_ns: int) -> dict[int, list[dict[str
     return by_rank
 
 
-def _straggler_events(analysis: RunAnalysis, spans: dict[int, tuple[int, int]], origin_ns: int) -> dict[int, list[dict[str, Any]]]:
+def _straggler_events(
+    analysis: RunAnalysis, spans: dict[int, tuple[int, int]], origin_ns: int
+) -> dict[int, list[dict[str, Any]]]:
     by_rank: dict[int, list[dict[str, Any]]] = {}
     for row in analysis.stragglers.flagged.iter_rows(named=True):
         rank = row["rank"]
@@ -289,7 +314,19 @@ def _straggler_events(analysis: RunAnalysis, spans: dict[int, tuple[int, int]], 
                 "tid": STRAGGLER_TID,
                 "ts": _us(first - origin_ns),
                 "dur": _us(last - first),
-                "args": {k: row[k] for k in ("kind", "kind_score", "score", "reference", "pattern", "saving_ms", "step_ms", "step_ms_without")},
+                "args": {
+                    k: row[k]
+                    for k in (
+                        "kind",
+                        "kind_score",
+                        "score",
+                        "reference",
+                        "pattern",
+                        "saving_ms",
+                        "step_ms",
+                        "step_ms_without",
+                    )
+                },
             },
         ]
     return by_rank
@@ -340,7 +377,10 @@ def _gpu_spans(analysis: RunAnalysis) -> dict[int, tuple[int, int]]:
         first, last = (
             analysis.run.rank_events(rank)
             .filter(pl.col("cat").is_in(KERNEL_CATEGORIES))
-            .select(pl.col("start_ns").min().alias("first"), (pl.col("start_ns") + pl.col("dur_ns")).max().alias("last"))
+            .select(
+                pl.col("start_ns").min().alias("first"),
+                (pl.col("start_ns") + pl.col("dur_ns")).max().alias("last"),
+            )
             .collect()
             .row(0)
         )
@@ -370,7 +410,10 @@ def _rank_chunk(rank: int, host: str, events: list[dict[str, Any]]) -> bytes:
 def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExport:
     """The run's trace, formatted rank by rank; TracekitError for a run with neither labels nor GPU work, or a step it lacks."""
     analysis.check_analysable()
-    hosts = {entry.rank: f" ({entry.host})" for entry in (analysis.manifest.ranks if analysis.manifest is not None else ())}
+    hosts = {
+        entry.rank: f" ({entry.host})"
+        for entry in (analysis.manifest.ranks if analysis.manifest is not None else ())
+    }
     chunks: list[bytes] = []
     ideal_chunks: list[bytes] = []
     warnings: tuple[str, ...] = ()
@@ -419,7 +462,11 @@ def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExp
             first, last = spans[rank]
             kernel_spans[rank] = (first - offset, last - offset, offset)
             kernel_counts[rank] = (
-                analysis.run.rank_events(rank).filter(_gpu_filter(first - offset, last - offset)).select(pl.len()).collect().item()
+                analysis.run.rank_events(rank)
+                .filter(_gpu_filter(first - offset, last - offset))
+                .select(pl.len())
+                .collect()
+                .item()
             )
     header = {
         "displayTimeUnit": "ms",
@@ -436,7 +483,9 @@ def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExp
             }
         },
     }
-    return PerfettoExport(header, tuple(chunks + ideal_chunks), kernel_spans, kernel_counts, analysis, warnings)
+    return PerfettoExport(
+        header, tuple(chunks + ideal_chunks), kernel_spans, kernel_counts, analysis, warnings
+    )
 
 
 def export_result(export: PerfettoExport, path: str, written_bytes: int) -> Result:
@@ -455,8 +504,10 @@ def export_result(export: PerfettoExport, path: str, written_bytes: int) -> Resu
     }
     frame = pl.DataFrame([{k: v for k, v in payload.items() if k != "steps"}])
     notes = (
-        "open it in ui.perfetto.dev or chrome://tracing; every rank on the one aligned clock, arrows for "
-        "cross-rank dependencies, the critical path and stragglers on their own tracks (docs/export.md)",
+        (
+            "open it in ui.perfetto.dev or chrome://tracing; every rank on the one aligned clock, arrows for "
+            "cross-rank dependencies, the critical path and stragglers on their own tracks (docs/export.md)"
+        ),
     )
     table = Table(f"{path}: trace written", frame, notes, name="export")
     return Result(payload=payload, tables=(table,), warnings=export.warnings)
