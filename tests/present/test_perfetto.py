@@ -259,3 +259,50 @@ def test_rules_catch_a_broken_trace(exported: tuple[Path, subprocess.CompletedPr
 
     assert any("lies in no slice" in problem for problem in found)
     assert any("without nesting" in problem for problem in found)
+
+
+@pytest.fixture(scope="module")
+def labelled_gpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """DeepSeek's real H800 trace with its chunk pair labelled as one rank's 0F0 then 0B0 (GPU work inside each)."""
+    source = REPO.parent / "shared" / "traces" / "deepseek-v3-dualpipe-chunk" / "train.json.gz"
+    if not source.is_file():
+        pytest.skip(f"needs {source} (shared reference data beside the checkout), absent here")
+    document = orjson.loads(gzip.decompress(source.read_bytes()))
+    chunk = next(e for e in document["traceEvents"] if e.get("name") == "1F1B")
+    half = chunk["dur"] / 2
+    for name, ts in (("tracekit:0F0", chunk["ts"]), ("tracekit:0B0", chunk["ts"] + half)):
+        label = {"ph": "X", "cat": "user_annotation", "name": name, "pid": chunk["pid"], "tid": chunk["tid"]}
+        document["traceEvents"].append({**label, "ts": ts, "dur": half})
+    root = tmp_path_factory.mktemp("gpu") / "run"
+    root.mkdir()
+    (root / "rank0.json.gz").write_bytes(gzip.compress(orjson.dumps(document)))
+    return root
+
+
+def test_a_labelled_gpu_run_exports_its_actions_on_the_gpu_clock_beside_their_kernels(labelled_gpu_run: Path) -> None:
+    gpu = analyse(labelled_gpu_run)
+    assert gpu.clock.value == "gpu"
+
+    export = build_export(gpu, PerfettoOptions())
+    document = orjson.loads(b"".join(export.parts()))
+    events = document["traceEvents"]
+    base_ns = document["baseTimeNanoseconds"]
+
+    actions = sorted((e for e in events if e["ph"] == "X" and e["cat"] == "user_annotation"), key=lambda e: e["ts"])
+    realized = gpu.actions.sort("start_ns")
+    assert [a["name"] for a in actions] == ["tracekit:0F0", "tracekit:0B0"]
+    for action, row in zip(actions, realized.iter_rows(named=True)):
+        assert action["ts"] == pytest.approx((row["start_ns"] - base_ns) / 1e3, abs=1e-3)
+        assert action["dur"] == pytest.approx((row["end_ns"] - row["start_ns"]) / 1e3, abs=1e-3)
+    first, last = realized["start_ns"].min(), realized["end_ns"].max()
+    kept = gpu.run.events.filter(
+        pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"])
+        & (pl.col("start_ns") < last)
+        & (pl.col("start_ns") + pl.col("dur_ns") > first)
+    )
+    kernels = [e for e in events if e["ph"] == "X" and e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")]
+    assert len(kernels) == kept.height == sum(export.kernel_counts.values()) > 0
+    assert {e["tid"] - 1000 for e in kernels} == set(kept["stream"].unique().to_list())
+    # the actions span their GPU work: every kernel launched inside a label lies within its action
+    assert min(e["ts"] for e in kernels) <= actions[0]["ts"] + 1e-3
+    assert violations(events) == []

@@ -13,10 +13,6 @@ so the viewer only formats:
 | critical_position | Int32 | place on its step's critical path (``tracekit.whatif.critical``), 0 first | off the path |
 | ideal_start_ns, ideal_end_ns | Int64 | the op's span in the ideal replay (every op at its ideal duration, ``tracekit.analysis.ideal``, no gaps), laid from the step's realized start | never null |
 
-A critical-path row is matched to the op of its step and rank whose recorded start is nearest the
-path's start (the path is the run replayed as recorded, so the two agree to rounding): ops of one
-rank in one step run one after another, so starts tell them apart.
-
 Not for: finding the critical path or the ideal (the modules named above), or drawing either.
 """
 
@@ -35,35 +31,6 @@ MARKED_SCHEMA: dict[str, pl.DataType] = {
     "ideal_start_ns": pl.Int64(),
     "ideal_end_ns": pl.Int64(),
 }
-
-_MATCH_TOLERANCE_MS = 1e-3
-"""A path row and its op's recorded start differ by float rounding only: far below a µs."""
-
-
-def _critical_nodes(nodes: pl.DataFrame, critical: pl.DataFrame) -> pl.DataFrame:
-    """(node, critical_position) of every critical-path row, matched by step, rank and start."""
-    path = critical.select(
-        pl.col("step").cast(pl.Int32()),
-        "rank",
-        "optype",
-        pl.col("position").alias("critical_position"),
-        "start_ms",
-    ).sort("start_ms")
-    matched = path.join_asof(
-        nodes.with_columns(pl.col("start_ms").alias("start_ms_node")).sort("start_ms"),
-        on="start_ms",
-        by=["step", "rank"],
-        strategy="nearest",
-        suffix="_node",
-        check_sortedness=False,  # both sides are sorted by start above
-    )
-    off = matched.filter(
-        pl.col("node").is_null()
-        | ((pl.col("start_ms") - pl.col("start_ms_node")).abs() > _MATCH_TOLERANCE_MS)
-        | (pl.col("optype") != pl.col("optype_node"))
-    )
-    assert off.is_empty(), f"critical-path rows without their op: {off.head(3)}"
-    return matched.select("node", "critical_position")
 
 
 def mark_actions(
@@ -84,20 +51,10 @@ def mark_actions(
     ideal_start, ideal_end = times.start[:, 0, 0], times.end[:, 0, 0]
     rows = actions.with_columns(pl.Series("node", action_nodes, dtype=pl.Int64()))
     step_start = pl.col("start_ns").min().over("step")
-    nodes = (
-        rows.group_by("node")
-        .agg(
-            pl.col("step", "rank").first(),
-            pl.col("start_ns").min(),
-            pl.len().alias("halves"),
-            pl.col("kind").first(),
+    if critical is not None:
+        on_path = critical.select(
+            pl.col("node").cast(pl.Int64()), pl.col("position").alias("critical_position")
         )
-        .with_columns(((pl.col("start_ns") - step_start) / 1e6).alias("start_ms"))
-        .join(case.ops.select(pl.col("node").cast(pl.Int64()), "optype"), on="node", how="left")
-        .select("node", "step", "rank", "optype", "start_ms")
-    )
-    if critical is not None and not critical.is_empty():
-        on_path = _critical_nodes(nodes, critical)
     else:
         on_path = pl.DataFrame(schema={"node": pl.Int64(), "critical_position": pl.Int32()})
     return (

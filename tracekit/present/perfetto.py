@@ -33,8 +33,10 @@ from __future__ import annotations
 import gzip
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
+import numpy as np
 import orjson
 import polars as pl
 
@@ -43,6 +45,10 @@ from tracekit.present.result import Result, Table
 from tracekit.run_analysis import RunAnalysis
 
 ACTIONS_TID, CRITICAL_TID, STRAGGLER_TID = 0, 1, 2
+ACTION_LANE_TID, CRITICAL_LANE_TID = 100, 200
+"""An action that overlaps one before it on its rank without nesting in it (on a GPU clock, two
+actions' work at once) goes on thread ``ACTION_LANE_TID + k``, its k-th extra lane; its
+critical-path copy likewise on ``CRITICAL_LANE_TID + k``: a thread's slices must nest."""
 GPU_TID_BASE = 1000
 """A GPU stream's thread id: this plus the stream number."""
 IDEAL_PID_BASE = 1_000_000
@@ -172,20 +178,77 @@ def _selected(analysis: RunAnalysis, options: PerfettoOptions) -> pl.DataFrame:
     return marked.filter(pl.col("step").is_in(list(options.steps)))
 
 
+def _lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per slice (sorted by start, longest first): the first lane where it follows or nests in what is open."""
+    stacks: list[list[int]] = []
+    lanes = np.empty(starts.size, dtype=np.int32)
+    for index, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+        for lane, stack in enumerate(stacks):
+            while stack and stack[-1] <= start:
+                stack.pop()
+            if not stack or end <= stack[-1]:
+                stack.append(end)
+                lanes[index] = lane
+                break
+        else:
+            lanes[index] = len(stacks)
+            stacks.append([end])
+    return lanes
+
+
+def _with_lanes(actions: pl.DataFrame) -> pl.DataFrame:
+    """Actions sorted by rank and start (longest first), with the lane of each and of its critical-path copy."""
+    ordered = actions.sort("rank", "start_ns", "end_ns", descending=[False, False, True])
+    ranks, starts, ends = (ordered[c].to_numpy() for c in ("rank", "start_ns", "end_ns"))
+    critical = ordered["critical_position"].is_not_null().to_numpy()
+    lane = np.zeros(ordered.height, dtype=np.int32)
+    critical_lane = np.zeros(ordered.height, dtype=np.int32)
+    bounds = np.flatnonzero(np.diff(ranks, prepend=-1, append=-1))
+    for first, last in pairwise(bounds):
+        lane[first:last] = _lanes(starts[first:last], ends[first:last])
+        on_path = np.flatnonzero(critical[first:last]) + first
+        critical_lane[on_path] = _lanes(starts[on_path], ends[on_path])
+    return ordered.with_columns(pl.Series("lane", lane), pl.Series("critical_lane", critical_lane))
+
+
+def _action_tid(lane: int) -> int:
+    return ACTIONS_TID if lane == 0 else ACTION_LANE_TID + lane
+
+
+def _critical_tid(lane: int) -> int:
+    return CRITICAL_TID if lane == 0 else CRITICAL_LANE_TID + lane
+
+
+def _lane_names(rank: int, rows: pl.DataFrame) -> list[dict[str, Any]]:
+    """Thread names of a rank's extra lanes, when its actions overlap."""
+    names = []
+    for lane in range(1, int(rows["lane"].max()) + 1):  # type: ignore[arg-type]
+        names.append(_meta(rank, "thread_name", f"actions, overlapping ({lane + 1})", _action_tid(lane)))
+    on_path = rows.filter(pl.col("critical_position").is_not_null())
+    top = int(on_path["critical_lane"].max()) if on_path.height else 0  # type: ignore[arg-type]
+    for lane in range(1, top + 1):
+        names.append(
+            _meta(rank, "thread_name", f"critical path, overlapping ({lane + 1})", _critical_tid(lane))
+        )
+    return names
+
+
 def _flows(analysis: RunAnalysis, actions: pl.DataFrame) -> pl.DataFrame:
     """One row per cross-rank dependency among ``actions``: id, both ends' rank and µs inside their slices."""
-    ends = actions.select("rank", "start_ns", "end_ns").unique(["rank", "end_ns"], keep="first")
-    starts = actions.select("rank", "start_ns", "end_ns").unique(["rank", "start_ns"], keep="first")
+    ends = actions.select("rank", "start_ns", "end_ns", "lane").unique(["rank", "end_ns"], keep="first")
+    starts = actions.select("rank", "start_ns", "end_ns", "lane").unique(["rank", "start_ns"], keep="first")
     inset = pl.min_horizontal(pl.lit(_FLOW_INSET_NS), (pl.col("end_ns") - pl.col("start_ns")) // 2)
     producers = ends.select(
         pl.col("rank").alias("src_rank"),
         pl.col("end_ns").alias("src_end_ns"),
         (pl.col("end_ns") - inset).alias("src_ns"),
+        pl.col("lane").alias("src_lane"),
     )
     consumers = starts.select(
         pl.col("rank").alias("dst_rank"),
         pl.col("start_ns").alias("dst_start_ns"),
         (pl.col("start_ns") + inset).alias("dst_ns"),
+        pl.col("lane").alias("dst_lane"),
     )
     steps = actions["step"].unique().implode()
     flows = (
@@ -226,7 +289,7 @@ def _action_events(rows: pl.DataFrame, origin_ns: int, pid: int) -> list[dict[st
                 "ph": "X",
                 "cat": _ACTION_CATEGORY,
                 "name": f"tracekit:{label}",
-                "tid": ACTIONS_TID,
+                "tid": _action_tid(row["lane"]),
                 **base,
                 "args": args,
             }
@@ -237,7 +300,7 @@ def _action_events(rows: pl.DataFrame, origin_ns: int, pid: int) -> list[dict[st
                     "ph": "X",
                     "cat": "tracekit.critical",
                     "name": f"critical {label} #{position}",
-                    "tid": CRITICAL_TID,
+                    "tid": _critical_tid(row["critical_lane"]),
                     **base,
                     "args": {"step": row["step"], "critical_position": position},
                 }
@@ -268,13 +331,14 @@ def _ideal_events(rows: pl.DataFrame, origin_ns: int, pid: int) -> list[dict[str
 def _flow_events(flows: pl.DataFrame, origin_ns: int) -> dict[int, list[dict[str, Any]]]:
     """Rank -> the flow events that sit on it (starts on producers, ends on consumers)."""
     by_rank: dict[int, list[dict[str, Any]]] = {}
-    common = {"cat": _DEPENDENCY_CATEGORY, "name": "dependency", "tid": ACTIONS_TID}
+    common = {"cat": _DEPENDENCY_CATEGORY, "name": "dependency"}
     for row in flows.iter_rows(named=True):
         by_rank.setdefault(row["src_rank"], []).append(
             {
                 "ph": "s",
                 "id": row["id"],
                 "pid": row["src_rank"],
+                "tid": _action_tid(row["src_lane"]),
                 "ts": _us(row["src_ns"] - origin_ns),
                 **common,
             }
@@ -285,6 +349,7 @@ def _flow_events(flows: pl.DataFrame, origin_ns: int) -> dict[int, list[dict[str
                 "bp": "e",
                 "id": row["id"],
                 "pid": row["dst_rank"],
+                "tid": _action_tid(row["dst_lane"]),
                 "ts": _us(row["dst_ns"] - origin_ns),
                 **common,
                 "args": {"step": row["step"], "from_rank": row["src_rank"]},
@@ -418,7 +483,7 @@ def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExp
     ideal_chunks: list[bytes] = []
     warnings: tuple[str, ...] = ()
     if analysis.has_schedule_labels:
-        actions = _selected(analysis, options)
+        actions = _with_lanes(_selected(analysis, options))
         origin = int(actions["start_ns"].min()) // 1000 * 1000  # type: ignore[arg-type]
         alignment = analysis.realized.alignment
         offsets = alignment.rank_offset_ns if alignment is not None else {}
@@ -433,9 +498,14 @@ def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExp
         world = analysis.facts.world_size or (max(ranks) + 1)
         stragglers = _straggler_events(analysis, spans, origin)
         steps = sorted(actions["step"].unique().to_list())
-        by_rank = actions.sort("rank", "start_ns").partition_by("rank", maintain_order=True, as_dict=True)
+        by_rank = actions.partition_by("rank", maintain_order=True, as_dict=True)  # sorted by _with_lanes
         for (rank,), rows in by_rank.items():
-            events = [*_action_events(rows, origin, rank), *flows.get(rank, ()), *stragglers.get(rank, ())]
+            events = [
+                *_lane_names(rank, rows),
+                *_action_events(rows, origin, rank),
+                *flows.get(rank, ()),
+                *stragglers.get(rank, ()),
+            ]
             chunks.append(_rank_chunk(rank, hosts.get(rank, ""), events))
             if options.ideal:
                 pid = IDEAL_PID_BASE + rank
