@@ -4,7 +4,8 @@
 linear in ranks), into JSON chunks that ``tracekit export`` writes gzipped:
 
 - process ``rank R`` (pid R), threads:
-  - ``actions`` (tid 0): every realized action as a complete (``X``) event named like the
+  - ``actions`` (tid 0; an action overlapping an earlier one without nesting in it, as GPU work of
+    two actions can, on an extra lane, ``tracekit.present.perfetto_events``): every realized action as a complete (``X``) event named like the
     collector's label, ``tracekit:{stage}{kind}{micro-batch}`` (so tracekit's own Kineto reader
     reads the actions back; Perfetto colours slices by name without digits, so by kind), category
     ``user_annotation``, its step, stage, kind, micro-batch, critical-path place and ideal duration
@@ -33,28 +34,33 @@ from __future__ import annotations
 import gzip
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
-import numpy as np
 import orjson
 import polars as pl
 
 from tracekit.errors import TracekitError
+from tracekit.present.perfetto_events import (
+    ACTIONS_TID,
+    CRITICAL_TID,
+    STRAGGLER_TID,
+    action_tid,
+    critical_tid,
+    lane_names,
+    meta,
+    us,
+    with_lanes,
+)
+from tracekit.present.perfetto_gpu import (
+    gpu_filter,
+    gpu_spans,
+    kernel_events,
+)
 from tracekit.present.result import Result, Table
 from tracekit.run_analysis import RunAnalysis
 
-ACTIONS_TID, CRITICAL_TID, STRAGGLER_TID = 0, 1, 2
-ACTION_LANE_TID, CRITICAL_LANE_TID = 100, 200
-"""An action that overlaps one before it on its rank without nesting in it (on a GPU clock, two
-actions' work at once) goes on thread ``ACTION_LANE_TID + k``, its k-th extra lane; its
-critical-path copy likewise on ``CRITICAL_LANE_TID + k``: a thread's slices must nest."""
-GPU_TID_BASE = 1000
-"""A GPU stream's thread id: this plus the stream number."""
 IDEAL_PID_BASE = 1_000_000
 """The ideal timeline of rank R is process ``IDEAL_PID_BASE + R``."""
-KERNEL_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-"""The raw GPU work kept with ``kernels`` (GPU copies of user annotations would repeat the labels)."""
 _ACTION_CATEGORY = "user_annotation"
 _DEPENDENCY_CATEGORY = "tracekit.dependency"
 _FLOW_INSET_NS = 1000
@@ -125,7 +131,7 @@ class PerfettoExport:
     def _kernel_chunk(self, rank: int) -> bytes:
         assert self.analysis is not None
         first, last, offset = self.kernel_spans[rank]
-        return _kernel_events(self.analysis, rank, first, last, offset - self.header["baseTimeNanoseconds"])
+        return kernel_events(self.analysis, rank, first, last, offset - self.header["baseTimeNanoseconds"])
 
     def parts(self) -> Iterator[bytes]:
         """The file's bytes, piece by piece: header, every chunk, then each rank's kernels read one rank at a time."""
@@ -141,23 +147,6 @@ class PerfettoExport:
                 yield (b"" if first else b",") + self._kernel_chunk(rank)
                 first = False
         yield b"]}\n"
-
-
-def _us(ns: float) -> float:
-    """ns (relative to the origin) as µs with three decimals, exact to the ns."""
-    return round(ns / 1000, 3)
-
-
-_META_ARG = {"process_name": "name", "thread_name": "name", "process_labels": "labels"}
-
-
-def _meta(pid: int, name: str, value: Any, tid: int | None = None) -> dict[str, Any]:
-    """A metadata (``M``) event: a process or thread name, sort index or labels."""
-    key = "sort_index" if name.endswith("sort_index") else _META_ARG[name]
-    event: dict[str, Any] = {"ph": "M", "pid": pid, "name": name, "args": {key: value}}
-    if tid is not None:
-        event["tid"] = tid
-    return event
 
 
 def _label(stage: int, kind: str, microbatch: int) -> str:
@@ -176,61 +165,6 @@ def _selected(analysis: RunAnalysis, options: PerfettoOptions) -> pl.DataFrame:
             analysis.source,
         )
     return marked.filter(pl.col("step").is_in(list(options.steps)))
-
-
-def _lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per slice (sorted by start, longest first): the first lane where it follows or nests in what is open."""
-    stacks: list[list[int]] = []
-    lanes = np.empty(starts.size, dtype=np.int32)
-    for index, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
-        for lane, stack in enumerate(stacks):
-            while stack and stack[-1] <= start:
-                stack.pop()
-            if not stack or end <= stack[-1]:
-                stack.append(end)
-                lanes[index] = lane
-                break
-        else:
-            lanes[index] = len(stacks)
-            stacks.append([end])
-    return lanes
-
-
-def _with_lanes(actions: pl.DataFrame) -> pl.DataFrame:
-    """Actions sorted by rank and start (longest first), with the lane of each and of its critical-path copy."""
-    ordered = actions.sort("rank", "start_ns", "end_ns", descending=[False, False, True])
-    ranks, starts, ends = (ordered[c].to_numpy() for c in ("rank", "start_ns", "end_ns"))
-    critical = ordered["critical_position"].is_not_null().to_numpy()
-    lane = np.zeros(ordered.height, dtype=np.int32)
-    critical_lane = np.zeros(ordered.height, dtype=np.int32)
-    bounds = np.flatnonzero(np.diff(ranks, prepend=-1, append=-1))
-    for first, last in pairwise(bounds):
-        lane[first:last] = _lanes(starts[first:last], ends[first:last])
-        on_path = np.flatnonzero(critical[first:last]) + first
-        critical_lane[on_path] = _lanes(starts[on_path], ends[on_path])
-    return ordered.with_columns(pl.Series("lane", lane), pl.Series("critical_lane", critical_lane))
-
-
-def _action_tid(lane: int) -> int:
-    return ACTIONS_TID if lane == 0 else ACTION_LANE_TID + lane
-
-
-def _critical_tid(lane: int) -> int:
-    return CRITICAL_TID if lane == 0 else CRITICAL_LANE_TID + lane
-
-
-def _lane_names(rank: int, rows: pl.DataFrame) -> list[dict[str, Any]]:
-    """Thread names of a rank's extra lanes, when its actions overlap."""
-    names = []
-    for lane in range(1, int(rows["lane"].max()) + 1):  # type: ignore[arg-type]
-        names.append(_meta(rank, "thread_name", f"actions, overlapping ({lane + 1})", _action_tid(lane)))
-    on_path = rows.filter(pl.col("critical_position").is_not_null())
-    top = int(on_path["critical_lane"].max()) if on_path.height else 0  # type: ignore[arg-type]
-    for lane in range(1, top + 1):
-        names.append(
-            _meta(rank, "thread_name", f"critical path, overlapping ({lane + 1})", _critical_tid(lane))
-        )
-    return names
 
 
 def _flows(analysis: RunAnalysis, actions: pl.DataFrame) -> pl.DataFrame:
@@ -280,8 +214,8 @@ def _action_events(rows: pl.DataFrame, origin_ns: int, pid: int) -> list[dict[st
             "label_source": row["source"],
         }
         base = {
-            "ts": _us(row["start_ns"] - origin_ns),
-            "dur": _us(row["end_ns"] - row["start_ns"]),
+            "ts": us(row["start_ns"] - origin_ns),
+            "dur": us(row["end_ns"] - row["start_ns"]),
             "pid": pid,
         }
         events.append(
@@ -289,7 +223,7 @@ def _action_events(rows: pl.DataFrame, origin_ns: int, pid: int) -> list[dict[st
                 "ph": "X",
                 "cat": _ACTION_CATEGORY,
                 "name": f"tracekit:{label}",
-                "tid": _action_tid(row["lane"]),
+                "tid": action_tid(row["lane"]),
                 **base,
                 "args": args,
             }
@@ -300,7 +234,7 @@ def _action_events(rows: pl.DataFrame, origin_ns: int, pid: int) -> list[dict[st
                     "ph": "X",
                     "cat": "tracekit.critical",
                     "name": f"critical {label} #{position}",
-                    "tid": _critical_tid(row["critical_lane"]),
+                    "tid": critical_tid(row["critical_lane"]),
                     **base,
                     "args": {"step": row["step"], "critical_position": position},
                 }
@@ -316,8 +250,8 @@ def _ideal_events(rows: pl.DataFrame, origin_ns: int, pid: int) -> list[dict[str
             "name": f"ideal {_label(row['stage'], row['kind'], row['microbatch'])}",
             "pid": pid,
             "tid": ACTIONS_TID,
-            "ts": _us(row["ideal_start_ns"] - origin_ns),
-            "dur": _us(row["ideal_end_ns"] - row["ideal_start_ns"]),
+            "ts": us(row["ideal_start_ns"] - origin_ns),
+            "dur": us(row["ideal_end_ns"] - row["ideal_start_ns"]),
             "args": {
                 "step": row["step"],
                 "ideal_ms": round((row["ideal_end_ns"] - row["ideal_start_ns"]) / 1e6, 6),
@@ -338,8 +272,8 @@ def _flow_events(flows: pl.DataFrame, origin_ns: int) -> dict[int, list[dict[str
                 "ph": "s",
                 "id": row["id"],
                 "pid": row["src_rank"],
-                "tid": _action_tid(row["src_lane"]),
-                "ts": _us(row["src_ns"] - origin_ns),
+                "tid": action_tid(row["src_lane"]),
+                "ts": us(row["src_ns"] - origin_ns),
                 **common,
             }
         )
@@ -349,8 +283,8 @@ def _flow_events(flows: pl.DataFrame, origin_ns: int) -> dict[int, list[dict[str
                 "bp": "e",
                 "id": row["id"],
                 "pid": row["dst_rank"],
-                "tid": _action_tid(row["dst_lane"]),
-                "ts": _us(row["dst_ns"] - origin_ns),
+                "tid": action_tid(row["dst_lane"]),
+                "ts": us(row["dst_ns"] - origin_ns),
                 **common,
                 "args": {"step": row["step"], "from_rank": row["src_rank"]},
             }
@@ -369,16 +303,16 @@ def _straggler_events(
         first, last = spans[rank]
         text = f"straggler: {row['kind']} score {row['score']:.2f}, saves {row['saving_ms']:.1f} ms per step"
         by_rank[rank] = [
-            _meta(rank, "thread_name", "straggler", STRAGGLER_TID),
-            _meta(rank, "process_labels", text),
+            meta(rank, "thread_name", "straggler", STRAGGLER_TID),
+            meta(rank, "process_labels", text),
             {
                 "ph": "X",
                 "cat": "tracekit.straggler",
                 "name": text,
                 "pid": rank,
                 "tid": STRAGGLER_TID,
-                "ts": _us(first - origin_ns),
-                "dur": _us(last - first),
+                "ts": us(first - origin_ns),
+                "dur": us(last - first),
                 "args": {
                     k: row[k]
                     for k in (
@@ -397,63 +331,6 @@ def _straggler_events(
     return by_rank
 
 
-def _kernel_events(analysis: RunAnalysis, rank: int, first_ns: int, last_ns: int, shift_ns: int) -> bytes:
-    """One rank's GPU work within [first_ns, last_ns) on its own clock, moved by ``shift_ns`` to the file's time."""
-    kernels = (
-        analysis.run.rank_events(rank)
-        .filter(_gpu_filter(first_ns, last_ns))
-        .select("cat", "name", "start_ns", "dur_ns", "device", "stream", "correlation")
-        .collect()
-    )
-    streams = kernels.select("device", "stream").unique().sort("device", "stream")
-    events: list[dict[str, Any]] = [
-        _meta(rank, "thread_name", f"GPU {device} stream {stream}", GPU_TID_BASE + (stream or 0))
-        for device, stream in streams.iter_rows()
-    ]
-    for cat, name, start, dur, device, stream, correlation in kernels.iter_rows():
-        events.append(
-            {
-                "ph": "X",
-                "cat": cat,
-                "name": name,
-                "pid": rank,
-                "tid": GPU_TID_BASE + (stream or 0),
-                "ts": _us(start + shift_ns),
-                "dur": _us(dur),
-                "args": {"device": device, "stream": stream, "correlation": correlation},
-            }
-        )
-    return b",".join(orjson.dumps(event) for event in events)
-
-
-def _gpu_filter(first_ns: int, last_ns: int) -> pl.Expr:
-    """GPU work (``KERNEL_CATEGORIES``) overlapping [first_ns, last_ns) on the rank's own clock."""
-    return (
-        pl.col("cat").is_in(KERNEL_CATEGORIES)
-        & (pl.col("start_ns") < last_ns)
-        & (pl.col("start_ns") + pl.col("dur_ns") > first_ns)
-    )
-
-
-def _gpu_spans(analysis: RunAnalysis) -> dict[int, tuple[int, int]]:
-    """Rank -> first start and last end of its GPU work (own clock): an unlabelled run's exported span."""
-    spans = {}
-    for rank in analysis.run.ranks:
-        first, last = (
-            analysis.run.rank_events(rank)
-            .filter(pl.col("cat").is_in(KERNEL_CATEGORIES))
-            .select(
-                pl.col("start_ns").min().alias("first"),
-                (pl.col("start_ns") + pl.col("dur_ns")).max().alias("last"),
-            )
-            .collect()
-            .row(0)
-        )
-        if first is not None:
-            spans[rank] = (first, last + 1)
-    return spans
-
-
 _UNLABELLED = (
     "no schedule labels: GPU streams only, each rank on its own clock (clocks are aligned through the "
     "dependencies of labelled actions; capture with `tracekit record` to have them)"
@@ -462,12 +339,12 @@ _UNLABELLED = (
 
 def _rank_chunk(rank: int, host: str, events: list[dict[str, Any]]) -> bytes:
     head = [
-        _meta(rank, "process_name", f"rank {rank}{host}"),
-        _meta(rank, "process_sort_index", rank),
-        _meta(rank, "thread_name", "actions", ACTIONS_TID),
-        _meta(rank, "thread_sort_index", 0, ACTIONS_TID),
-        _meta(rank, "thread_name", "critical path", CRITICAL_TID),
-        _meta(rank, "thread_sort_index", 1, CRITICAL_TID),
+        meta(rank, "process_name", f"rank {rank}{host}"),
+        meta(rank, "process_sort_index", rank),
+        meta(rank, "thread_name", "actions", ACTIONS_TID),
+        meta(rank, "thread_sort_index", 0, ACTIONS_TID),
+        meta(rank, "thread_name", "critical path", CRITICAL_TID),
+        meta(rank, "thread_sort_index", 1, CRITICAL_TID),
     ]
     return b",".join(orjson.dumps(event) for event in head + events)
 
@@ -483,7 +360,7 @@ def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExp
     ideal_chunks: list[bytes] = []
     warnings: tuple[str, ...] = ()
     if analysis.has_schedule_labels:
-        actions = _with_lanes(_selected(analysis, options))
+        actions = with_lanes(_selected(analysis, options))
         origin = int(actions["start_ns"].min()) // 1000 * 1000  # type: ignore[arg-type]
         alignment = analysis.realized.alignment
         offsets = alignment.rank_offset_ns if alignment is not None else {}
@@ -501,7 +378,7 @@ def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExp
         by_rank = actions.partition_by("rank", maintain_order=True, as_dict=True)  # sorted by _with_lanes
         for (rank,), rows in by_rank.items():
             events = [
-                *_lane_names(rank, rows),
+                *lane_names(rank, rows),
                 *_action_events(rows, origin, rank),
                 *flows.get(rank, ()),
                 *stragglers.get(rank, ()),
@@ -510,16 +387,16 @@ def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExp
             if options.ideal:
                 pid = IDEAL_PID_BASE + rank
                 ideal = [
-                    _meta(pid, "process_name", f"ideal · rank {rank}"),
-                    _meta(pid, "process_sort_index", world + rank),
-                    _meta(pid, "thread_name", "ideal actions", ACTIONS_TID),
+                    meta(pid, "process_name", f"ideal · rank {rank}"),
+                    meta(pid, "process_sort_index", world + rank),
+                    meta(pid, "thread_name", "ideal actions", ACTIONS_TID),
                     *_ideal_events(rows, origin, pid),
                 ]
                 ideal_chunks.append(b",".join(orjson.dumps(event) for event in ideal))
     else:
         if options.steps is not None:
             raise TracekitError("--steps needs schedule labels, and this run has none", analysis.source)
-        spans, offsets, steps, warnings = _gpu_spans(analysis), {}, [], (_UNLABELLED,)
+        spans, offsets, steps, warnings = gpu_spans(analysis), {}, [], (_UNLABELLED,)
         ranks = sorted(spans)
         world = analysis.facts.world_size or (max(ranks) + 1)
         origin = min(first for first, _ in spans.values()) // 1000 * 1000
@@ -533,7 +410,7 @@ def build_export(analysis: RunAnalysis, options: PerfettoOptions) -> PerfettoExp
             kernel_spans[rank] = (first - offset, last - offset, offset)
             kernel_counts[rank] = (
                 analysis.run.rank_events(rank)
-                .filter(_gpu_filter(first - offset, last - offset))
+                .filter(gpu_filter(first - offset, last - offset))
                 .select(pl.len())
                 .collect()
                 .item()
