@@ -201,11 +201,13 @@ def _job(args: CheckArgs, times: Path) -> list[str]:
     return command + (["--ranks", str(args.ranks)] if args.ranks is not None else [])
 
 
-def _listen_live(sock: socket.socket, process: subprocess.Popen[str]) -> list[dict[str, Any]]:
+def _listen_live(
+    sock: socket.socket, process: subprocess.Popen[str], deadline: float
+) -> list[dict[str, Any]]:
     """The datagrams the ranks send until the job exits (the check stands in for the aggregator)."""
     messages = []
     sock.settimeout(0.2)
-    while True:
+    while time.monotonic() < deadline:
         try:
             data, _ = sock.recvfrom(65536)
         except TimeoutError:
@@ -215,6 +217,34 @@ def _listen_live(sock: socket.socket, process: subprocess.Popen[str]) -> list[di
         message = decode(data)
         if message is not None:
             messages.append(message)
+    return messages
+
+
+def live_summaries(command: Sequence[str], out_dir: Path, timeout_s: float = 900) -> list[dict[str, Any]]:
+    """The step summaries ``command``'s ranks send under ``tracekit record --live`` (the check listens, no aggregator)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+        argv = [
+            sys.executable,
+            "-m",
+            "tracekit",
+            "record",
+            "--out",
+            str(out_dir),
+            "--live",
+            "--live-address",
+            address,
+        ]
+        live = subprocess.Popen(
+            [*argv, "--", *command], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True
+        )
+        try:
+            return _listen_live(sock, live, time.monotonic() + timeout_s)
+        finally:
+            if live.poll() is None:
+                live.kill()
+            live.wait()
 
 
 def run_checks(args: CheckArgs) -> list[Check]:
@@ -237,29 +267,8 @@ def run_checks(args: CheckArgs) -> list[Check]:
     first, last = (int(part) for part in PROFILED.split(":"))
     profiled = json.loads(captured_times.read_text())[first : last + 1]
     checks.append(overhead_check(json.loads(plain_times.read_text())[first : last + 1], profiled))
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{sock.getsockname()[1]}"
-        live = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tracekit",
-                "record",
-                "--out",
-                str(args.out / "live"),
-                "--live",
-                "--live-address",
-                address,
-                "--",
-                *_job(args, args.out / "live-times.json"),
-            ],
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        checks.append(live_check(_listen_live(sock, live), ranks))
+    messages = live_summaries(_job(args, args.out / "live-times.json"), args.out / "live")
+    checks.append(live_check(messages, ranks))
     return checks
 
 

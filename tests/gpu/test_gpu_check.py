@@ -125,3 +125,17 @@ def test_the_gpu_check_passes_on_a_real_gpu(tmp_path: Path) -> None:
     )
 
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_the_live_listener_hears_every_rank_of_a_real_cpu_session_and_calls_its_timers_cpu(
+    tmp_path: Path,
+) -> None:
+    command = [sys.executable, "-m", "examples.pipeline_job", "--schedule", "1f1b", "--ranks", "2"]
+    command += ["--microbatches", "4", "--steps", "3", "--hidden", "32"]
+
+    messages = gpu_check.live_summaries(command, tmp_path / "live", timeout_s=240)
+
+    check = gpu_check.live_check(messages, ranks=2)
+    assert {m["r"] for m in messages if m.get("t") == "step"} == {0, 1}
+    assert check.passed is False and "clocks ['cpu']" in check.detail
