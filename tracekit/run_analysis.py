@@ -29,6 +29,7 @@ import polars as pl
 
 from collectors.manifest import Manifest
 from tracekit.analysis.ideal import IDEAL_DEFINITION as IDEAL_DEFINITION
+from tracekit.analysis.dependencies import cross_rank_dependencies
 from tracekit.analysis.ideal import Ideal, IdealConfig, ideal_durations, stage_costs
 from tracekit.analysis.intervals import covered_bins as covered_bins
 from tracekit.analysis.pipelines import (
@@ -38,6 +39,7 @@ from tracekit.analysis.pipelines import (
     pipeline_positions,
     resolve_groups,
 )
+from tracekit.analysis.marks import mark_actions
 from tracekit.analysis.realized import Clock, RealizedActions, RealizedSchedule, no_labels_error, realize
 from tracekit.analysis.utilization import rank_utilization, replica_utilization, step_utilization
 from tracekit.analysis.work import stage_work
@@ -385,6 +387,20 @@ class RunAnalysis:
         case = self.case
         recorded = case.occupied_ms(case.ops["duration_ms"].to_numpy())
         return critical_paths(case, recorded, case.ops["gap_ms"].to_numpy())
+
+    @cached_property
+    def dependencies(self) -> pl.DataFrame:
+        """Every cross-rank dependency of the realized actions (``tracekit.whatif.pipeline.DEPENDENCY_SCHEMA``)."""
+        return cross_rank_dependencies(self.actions, str(self.source))
+
+    @cached_property
+    def marked_actions(self) -> pl.DataFrame:
+        """The realized actions with their replay node, critical-path place and ideal span
+        (``tracekit.analysis.marks.MARKED_SCHEMA``); TracekitError for an op-table."""
+        nodes = self.replay.node_of_action
+        if nodes is None:
+            raise TracekitError("an op-table holds no realized actions to mark", self.source)
+        return mark_actions(self.actions, self.case, nodes, self.critical_path, self.ideal.per_op(self.case.ops))
 
     @cached_property
     def whatif(self) -> WhatIf:

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("sweep", "Compare schedules' bubbles and utilization (and GPU-hours)."),
     "dashboard": ("dashboard", "One offline HTML page of the run's charts."),
     "plan": ("plan", "Recommend pipeline depth, schedule and micro-batches."),
+    "export": ("export", "Every rank on one aligned Perfetto timeline."),
 }
 """Every subcommand, loaded on first use; the listing needs no import."""
 

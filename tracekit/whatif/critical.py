@@ -18,6 +18,7 @@ that simply ran its ops back to back reads as one stretch.
 | optype | String | op type (F, B, I, W, F&B) | never null |
 | start_ms, end_ms | Float64 | replayed start (after the op's gap, when the replay holds gaps) and end, ms from the step's start | never null |
 | via | String | ``start`` (the path's first op), ``rank`` (waited for its rank's previous op) or ``transfer`` (for another rank's op) | never null |
+| node | Int32 | the op's node in the case (its row of ``ops``), to find the actions behind it | never null |
 
 Only a case with one replica per node (a realized run: one slot, one data-parallel position) has
 one path per step; op-table cases are refused by assertion.
@@ -43,6 +44,7 @@ CRITICAL_SCHEMA: dict[str, pl.DataType] = {
     "start_ms": pl.Float64(),
     "end_ms": pl.Float64(),
     "via": pl.String(),
+    "node": pl.Int32(),
 }
 
 
