@@ -400,7 +400,15 @@ class RunAnalysis:
         nodes = self.replay.node_of_action
         if nodes is None:
             raise TracekitError("an op-table holds no realized actions to mark", self.source)
-        return mark_actions(self.actions, self.case, nodes, self.critical_path, self.ideal.per_op(self.case.ops))
+        durations, occupied = self._ideal_occupancy
+        return mark_actions(self.actions, self.case, nodes, self.critical_path, durations, occupied)
+
+    @cached_property
+    def _ideal_occupancy(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each op's ideal duration and what it occupies in the what-if's ideal replay (gaps kept or not)."""
+        durations = self.ideal.per_op(self.case.ops)
+        occupied = self.case.occupied_ms(durations) if self.whatif.replay == "recorded" else durations
+        return durations, occupied
 
     @cached_property
     def whatif(self) -> WhatIf:
@@ -417,9 +425,8 @@ class RunAnalysis:
         node_of_action = self.replay.node_of_action
         if node_of_action is None:
             raise TracekitError("an op-table holds no actions to lay out as a timeline", self.source)
-        case, durations = self.case, self.ideal.per_op(self.case.ops)
-        occupied = case.occupied_ms(durations) if self.whatif.replay == "recorded" else durations
-        actions = replayed_actions(self.actions, node_of_action, case, durations, occupied)
+        durations, occupied = self._ideal_occupancy
+        actions = replayed_actions(self.actions, node_of_action, self.case, durations, occupied)
         per_step = step_utilization(actions)
         utilization = Utilization(per_step, rank_utilization(per_step), replica_utilization(actions, per_step))
         return IdealTimeline(actions=actions, utilization=utilization, step_ms=self.whatif.ideal_ms)

@@ -11,7 +11,7 @@ so the viewer only formats:
 | (every column of ``REALIZED_SCHEMA``) | | the realized action, ns on the run's one aligned clock | |
 | node | Int64 | the action's op in the replay case (an overlapped F&B pair's halves share one) | never null |
 | critical_position | Int32 | place on its step's critical path (``tracekit.whatif.critical``), 0 first | off the path |
-| ideal_start_ns, ideal_end_ns | Int64 | the op's span in the ideal replay (every op at its ideal duration, ``tracekit.analysis.ideal``, no gaps), laid from the step's realized start | never null |
+| ideal_start_ns, ideal_end_ns | Int64 | the op's span in the ideal replay (``tracekit.analysis.ideal.IDEAL_DEFINITION``: the what-if's ideal step and the dashboard's ideal timeline), laid from the step's realized start | never null |
 
 Not for: finding the critical path or the ideal (the modules named above), or drawing either.
 """
@@ -39,16 +39,18 @@ def mark_actions(
     action_nodes: np.ndarray,
     critical: pl.DataFrame | None,
     ideal_ms: np.ndarray,
+    occupied_ms: np.ndarray,
 ) -> pl.DataFrame:
     """``MARKED_SCHEMA``: ``actions`` (``REALIZED_SCHEMA``) with their node, critical position and ideal span.
 
     ``action_nodes``: each action's op row in ``case.ops`` (``pipeline_case_nodes``); ``critical``:
     ``CRITICAL_SCHEMA`` rows, None when there is no path; ``ideal_ms``: each op's ideal duration,
-    aligned with ``case.ops``.
+    aligned with ``case.ops``; ``occupied_ms``: what each op occupies in the ideal replay (its
+    duration, plus its gap where the replay keeps gaps), as ``RunAnalysis.ideal_timeline`` replays it.
     """
     assert action_nodes.shape == (actions.height,)
-    times = case.replay(ideal_ms)
-    ideal_start, ideal_end = times.start[:, 0, 0], times.end[:, 0, 0]
+    ideal_end = case.replay(occupied_ms).end[:, 0, 0]
+    ideal_start = ideal_end - np.minimum(ideal_ms, occupied_ms)
     rows = actions.with_columns(pl.Series("node", action_nodes, dtype=pl.Int64()))
     step_start = pl.col("start_ns").min().over("step")
     if critical is not None:
