@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tracekit.analysis.pipelines import PipelineLayout
-from tracekit.cli.options import format_option, out_option, pipelines_option, scheduler_option
+from tracekit.cli.options import explain_option, wide_option, format_option, out_option, pipelines_option, scheduler_option
 from tracekit.cli.output import Format, emit
 from tracekit.cli.progress import analyse_with_progress
 from tracekit.gpu.hta_compat import HTA_VERSION, hta_breakdown
@@ -33,6 +33,8 @@ from tracekit.run_analysis import AnalysisConfig
 )
 @pipelines_option
 @format_option
+@explain_option
+@wide_option
 @out_option
 @scheduler_option
 def command(
@@ -41,6 +43,8 @@ def command(
     kernel_classes: Path | None,
     pipelines: PipelineLayout | None,
     fmt: Format,
+    explain: bool,
+    wide: bool,
     out_dir: Path | None,
     engine: Engine | None,
 ) -> None:
@@ -49,6 +53,6 @@ def command(
     config = AnalysisConfig(kernel_patterns=patterns, pipelines=pipelines)
     analysis = analyse_with_progress(trace_dir, config, engine=engine)
     if hta_compatible:
-        emit(hta_result(analysis, hta_breakdown(analysis.run), str(trace_dir)), fmt, out_dir)
+        emit(hta_result(analysis, hta_breakdown(analysis.run), str(trace_dir)), fmt, out_dir, explain=explain, wide=wide)
         return
-    emit(report_result(analysis, str(trace_dir)), fmt, out_dir)
+    emit(report_result(analysis, str(trace_dir)), fmt, out_dir, explain=explain, wide=wide)

@@ -8,7 +8,7 @@ import click
 import orjson
 import polars as pl
 
-from tracekit.cli.options import cost_options, format_option, out_option
+from tracekit.cli.options import explain_option, wide_option, cost_options, format_option, out_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.cli.progress import working
 from tracekit.schedule.engine import simulate
@@ -26,6 +26,8 @@ from tracekit.schedule.sweep import ShareCosts, share_costs
 @click.option("--chunks", type=int, default=None, help="Stages per rank for interleaved-1f1b [default: 2].")
 @cost_options
 @format_option
+@explain_option
+@wide_option
 @out_option
 def command(
     name: str,
@@ -38,6 +40,8 @@ def command(
     fb: float | None,
     comm: float,
     fmt: Format,
+    explain: bool,
+    wide: bool,
     out_dir: Path | None,
 ) -> None:
     """Simulate SCHEDULE on PP ranks with ideal costs: makespan, bubbles, activations."""
@@ -74,4 +78,4 @@ def command(
         ),
         Table(title="simulated schedule", frame=actions, name="schedule", shown=False),
     )
-    emit(Result(payload=payload, tables=tables), fmt, out_dir)
+    emit(Result(payload=payload, tables=tables), fmt, out_dir, explain=explain, wide=wide)

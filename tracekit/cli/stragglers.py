@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tracekit.analysis.pipelines import PipelineLayout
-from tracekit.cli.options import format_option, meta_option, out_option, pipelines_option, scheduler_option
+from tracekit.cli.options import explain_option, wide_option, format_option, meta_option, out_option, pipelines_option, scheduler_option
 from tracekit.cli.output import Format, emit
 from tracekit.cli.progress import analyse_with_progress
 from tracekit.perrank.engine import Engine
@@ -28,6 +28,8 @@ from tracekit.stragglers.scoring import StragglerConfig
 )
 @pipelines_option
 @format_option
+@explain_option
+@wide_option
 @out_option
 @scheduler_option
 def command(
@@ -36,6 +38,8 @@ def command(
     threshold: float,
     pipelines: PipelineLayout | None,
     fmt: Format,
+    explain: bool,
+    wide: bool,
     out_dir: Path | None,
     engine: Engine | None,
 ) -> None:
@@ -45,4 +49,4 @@ def command(
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--threshold") from None
     analysis = analyse_with_progress(source, config, meta=meta, engine=engine)
-    emit(stragglers_result(analysis, str(source)), fmt, out_dir)
+    emit(stragglers_result(analysis, str(source)), fmt, out_dir, explain=explain, wide=wide)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.options import cost_options, format_option, out_option
+from tracekit.cli.options import explain_option, wide_option, cost_options, format_option, out_option
 from tracekit.cli.output import Format, Result, Table, emit
 from tracekit.cli.progress import working
 from tracekit.schedule.metrics import DEFINITIONS
@@ -33,6 +33,8 @@ def _integers(text: str) -> list[int]:
 @click.option("--gpus", type=int, default=None, help="GPUs of the whole job [default: the row's pp].")
 @cost_options
 @format_option
+@explain_option
+@wide_option
 @out_option
 def command(
     schedules: str,
@@ -49,6 +51,8 @@ def command(
     fb: float | None,
     comm: float,
     fmt: Format,
+    explain: bool,
+    wide: bool,
     out_dir: Path | None,
 ) -> None:
     """Compare schedules' bubbles and utilization; with --step-time and --tokens-per-step, GPU-hours."""
@@ -73,4 +77,4 @@ def command(
         economics = None
     table = compare_to_baseline(frame, baseline, economics)
     tables = (Table(title=f"sweep against {baseline}", frame=table, notes=notes, name="sweep"),)
-    emit(Result(payload={"baseline": baseline, "rows": table}, tables=tables, warnings=skipped), fmt, out_dir)
+    emit(Result(payload={"baseline": baseline, "rows": table}, tables=tables, warnings=skipped), fmt, out_dir, explain=explain, wide=wide)

@@ -8,7 +8,7 @@ import click
 
 from tracekit.analysis.ideal import IdealConfig
 from tracekit.analysis.pipelines import PipelineLayout
-from tracekit.cli.options import format_option, meta_option, out_option, pipelines_option, scheduler_option
+from tracekit.cli.options import explain_option, wide_option, format_option, meta_option, out_option, pipelines_option, scheduler_option
 from tracekit.cli.output import Format, emit
 from tracekit.cli.progress import analyse_with_progress
 from tracekit.perrank.engine import Engine
@@ -29,6 +29,8 @@ from tracekit.run_analysis import AnalysisConfig
 )
 @pipelines_option
 @format_option
+@explain_option
+@wide_option
 @out_option
 @scheduler_option
 def command(
@@ -37,10 +39,12 @@ def command(
     ideal_method: str | None,
     pipelines: PipelineLayout | None,
     fmt: Format,
+    explain: bool,
+    wide: bool,
     out_dir: Path | None,
     engine: Engine | None,
 ) -> None:
     """Replay SOURCE with ideal durations: slowdown S and its attribution (OSDI'25 what-if)."""
     config = AnalysisConfig(ideal=IdealConfig(method=ideal_method), pipelines=pipelines)  # type: ignore[arg-type]
     analysis = analyse_with_progress(source, config, meta=meta, engine=engine)
-    emit(whatif_result(analysis, str(source)), fmt, out_dir)
+    emit(whatif_result(analysis, str(source)), fmt, out_dir, explain=explain, wide=wide)
