@@ -42,7 +42,13 @@ class Table:
 
     def header(self, column: str) -> str:
         """The terminal header of ``column``."""
-        return self.headers.get(column, column.replace("_", " "))
+        if column in self.headers:
+            return self.headers[column]
+        words = column.replace("_", " ")
+        for unit, shown in ((" gib", " GiB"), (" pct", " %")):
+            if words.endswith(unit):
+                words = words.removesuffix(unit) + shown
+        return words
 
 
 @dataclass(frozen=True)
