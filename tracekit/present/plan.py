@@ -65,7 +65,6 @@ FITTING_COLUMNS = (
     "step_ms",
     "bubble_fraction",
     "exposed_a2a_ms",
-    "memory_gib",
     "headroom_gib",
     "extra_gpu_hours_per_mtok",
 )
@@ -141,8 +140,9 @@ def plan_result(plan: Plan) -> Result:
             shown=not plan.rejected.is_empty(),
         ),
         Table(
-            "memory of the recommendation per rank",
+            "memory of the recommendation per rank, GiB",
             plan.memory,
+            headers={column: column.removesuffix("_gib").replace("headroom", "free") for column in plan.memory.columns},
             name="memory",
             shown=not plan.memory.is_empty(),
         ),

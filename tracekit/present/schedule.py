@@ -25,7 +25,6 @@ SWEEP_COLUMNS = (
     "microbatches",
     "makespan",
     "bubble_rate",
-    "peak_activations",
     "param_copies",
     "speedup_vs_baseline",
     "gpu_hours_recovered_per_mtok",
@@ -87,7 +86,12 @@ def simulate_result(name: str, schedule: Schedule, timeline: Timeline, summary: 
         "`tracekit sweep` sets it beside other schedules at the same costs.",
     )
     tables = (
-        Table(title=f"{name}: ideal schedule", frame=overview, name="summary", headers=HEADERS),
+        Table(
+            title=f"{name}: ideal schedule (M: micro-batches; step in the cost unit)",
+            frame=overview,
+            name="summary",
+            headers=SWEEP_HEADERS,
+        ),
         Table(title="per rank (times in the cost unit)", frame=ranks, name="ranks", headers=HEADERS),
         Table(title="simulated schedule", frame=actions, name="schedule", shown=False),
     )

@@ -172,7 +172,7 @@ RANK_COLUMNS = (
 )
 """The rank table's columns (``--wide`` and files)."""
 
-NARROW_COLUMNS = ("rank", "replica", "reference", "score", "kind", "kind_score", "pattern", "saving_ms", "flagged")
+NARROW_COLUMNS = ("rank", "replica", "reference", "kind", "kind_score", "pattern", "saving_ms", "flagged")
 """The rank table's columns a terminal shows by default (100 columns)."""
 
 RANK_HEADERS = {
