@@ -14,7 +14,7 @@ charts or a note saying why not:
 4. stragglers: slowdown against peers per rank and kind, flagged as ``tracekit stragglers`` flags,
    and the what-if attribution.
 5. comparison: the simulated bubble fraction of every known schedule against micro-batches at the
-   run's P, each "at typical costs" (the ideal durations), with the realized run and its ideal marked.
+   run's P, each at the run's ideal costs, with the realized run and its ideal marked.
 
 Not for: computing metrics (``tracekit.run_analysis``) or drawing (the view modules).
 """
@@ -29,6 +29,7 @@ import polars as pl
 
 from collectors.manifest import Manifest, RunSchedule
 from dashboards.comparison import comparison_chart, from_sweep
+from dashboards.headline import headline
 from dashboards.overlap import from_gpu_overlap, overlap_chart
 from dashboards.page import Page, Section, View
 from dashboards.rank_section import TITLE as RANKS_TITLE
@@ -103,7 +104,7 @@ PIPELINE_SECTIONS = ("timeline", "utilization", "stragglers", "comparison")
 IDEAL_NOTE = (
     "ideal: this run's own per-rank order replayed by the simulator with every action at its ideal duration "
     "(the median of the other ranks doing the same work, never the action's own rank) and no communication "
-    "cost; each timeline starts at its own 0 ms"
+    "cost; each timeline starts at its own 0 ms on its own time axis"
 )
 
 
@@ -114,7 +115,7 @@ UTILIZATION_NOTE = (
 )
 
 COMPARISON_NOTE = (
-    "each schedule at typical costs (this run's ideal durations, one cost per rank share) is the second "
+    "each schedule at ideal costs (this run's ideal durations, one cost per rank share) is the second "
     "reference: it differs from the ideal marked here by the run's own order and per-stage imbalance; bubble "
     "fraction = mean over ranks of idle / makespan; a schedule with v stages per rank runs each stage at the "
     "share's cost / v"
@@ -245,7 +246,7 @@ def _share_costs(costs: Costs, stages_per_rank: float) -> tuple[ShareCosts, str]
         raise TracekitError("the run measured no forward to cost the comparison")
     share = ShareCosts(f=f, b=i, w=w, fb=None if math.isnan(fb) else fb)
     text = (
-        f"typical costs per rank share from this run's ideal durations: F {f:.3g} ms, I {i:.3g} ms, W {w:.3g} ms"
+        f"ideal costs per rank share from this run's ideal durations: F {f:.3g} ms, I {i:.3g} ms, W {w:.3g} ms"
         + (f", F&B {fb:.3g} ms" if not math.isnan(fb) else "")
     )
     return share, text + assumption + "; no communication cost"
@@ -484,4 +485,5 @@ def build_page(analysis: RunAnalysis, config: DashboardConfig | None = None) -> 
         facts=_facts(analysis, config),
         warnings=tuple(dict.fromkeys(warnings)),
         sections=tuple(sorted(sections, key=lambda section: order.index(section.key))),
+        headline=headline(analysis),
     )
