@@ -248,7 +248,8 @@ def report_result(analysis: RunAnalysis, name: str) -> Result:
     analysis.check_analysable()
     payload = report_payload(analysis)
     run = analysis.run
-    title = f"{name}: {payload['run']['schedule'] or 'run'}, {run.world_size} ranks"
+    ranks = f"{run.world_size} rank{'s' if run.world_size != 1 else ''}"
+    title = f"{name}: {payload['run']['schedule'] or 'run'}, {ranks}"
     if run.partial:
         title += " [PARTIAL]"
     tables: list[Table] = []
