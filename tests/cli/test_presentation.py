@@ -75,3 +75,23 @@ def test_stragglers_names_the_rank_and_its_saving_first_and_whatif_states_the_sa
     assert f"saving of {priced['saving_ms']:.0f} ms" in " ".join(_run(COMMANDS["stragglers"], 400).split())
     assert whatif["measured_step_time"] == pytest.approx(priced["step_ms"], rel=1e-9)
     assert f"The measured step is {priced['step_ms']:.0f} ms" in whatif["headline"][0]
+
+
+def test_report_stragglers_whatif_and_the_dashboard_state_one_step_and_one_saving() -> None:
+    from dashboards.build import build_page
+    from tracekit.run_analysis import analyse
+
+    report = json.loads(_run(["report", RUN, "--format", "json"]))
+    priced = json.loads(_run([*COMMANDS["stragglers"], "--format", "json"]))["stragglers"][0]
+    page = build_page(analyse(Path(RUN)))
+
+    steps = [row["window"] / row["steps"] for row in report["ranks"]]
+    assert steps == pytest.approx([priced["step_ms"]] * len(steps), rel=1e-6)
+    assert f"A step takes {priced['step_ms']:.0f} ms" in report_headline()
+    assert any(f"it costs {priced['saving_ms']:.0f} ms" in line for line in page.headline)
+    assert any(f"the {priced['step_ms']:.0f} ms step" in line for line in page.headline)
+
+
+def report_headline() -> str:
+    """The report's headline at an unbounded width, as one string."""
+    return " ".join(_run(["report", RUN], 400).split("\n\n")[0].split())
