@@ -95,3 +95,13 @@ def test_report_stragglers_whatif_and_the_dashboard_state_one_step_and_one_savin
 def report_headline() -> str:
     """The report's headline at an unbounded width, as one string."""
     return " ".join(_run(["report", RUN], 400).split("\n\n")[0].split())
+
+
+@pytest.mark.parametrize(
+    ("values", "decimals"),
+    [([186.7, 2.355, 0.0], 1), ([3.04, 0.0955], 2), ([0.873, 0.19], 3), ([None, float("nan")], 3)],
+)
+def test_a_float_column_shows_one_number_of_decimals(values: list, decimals: int) -> None:
+    from tracekit.cli.output import decimals_of
+
+    assert decimals_of(values) == decimals
