@@ -145,7 +145,7 @@ def run_case(
 
 
 def table(outcomes: list[Outcome]) -> str:
-    """The Markdown table of the README."""
+    """The Markdown table of docs/performance.md."""
     lines = [
         (
             "| schedule | ranks | straggler | median step A | median step B | measured B - A | predicted | error "

@@ -13,7 +13,7 @@ charts or a note saying why not:
 4. stragglers: slowdown against peers per rank and kind, flagged as ``tracekit stragglers`` flags,
    and the what-if attribution.
 5. comparison: the simulated bubble fraction of every known schedule against micro-batches at the
-   run's P, each "at typical costs" (the ideal durations; ``RunAnalysis.schedule_comparison``), with
+   run's P, each at the run's ideal costs (the ideal durations; ``RunAnalysis.schedule_comparison``), with
    the realized run and its ideal marked: the named-schedule comparison, a separate reference.
 
 Not for: computing metrics (``tracekit.run_analysis``) or drawing (the view modules).
@@ -28,6 +28,7 @@ import polars as pl
 
 from collectors.manifest import Manifest, RunSchedule
 from dashboards.comparison import comparison_chart, from_sweep
+from dashboards.headline import headline
 from dashboards.overlap import from_gpu_overlap, overlap_chart
 from dashboards.page import Page, Section, View
 from dashboards.rank_section import TITLE as RANKS_TITLE
@@ -87,7 +88,7 @@ SECTION_TITLES: dict[str, str] = {
 PIPELINE_SECTIONS = ("timeline", "utilization", "stragglers", "comparison")
 """The sections that need the run's schedule labels."""
 
-IDEAL_NOTE = f"ideal: {IDEAL_DEFINITION}; each timeline starts at its own 0 ms"
+IDEAL_NOTE = f"ideal: {IDEAL_DEFINITION}; each timeline starts at its own 0 ms on its own time axis"
 """The timeline's note: the one definition of the ideal (``tracekit.analysis.ideal``), quoted."""
 
 
@@ -329,4 +330,5 @@ def build_page(analysis: RunAnalysis, config: DashboardConfig | None = None) -> 
         facts=_facts(analysis, config),
         warnings=tuple(dict.fromkeys(warnings)),
         sections=tuple(sorted(sections, key=lambda section: order.index(section.key))),
+        headline=headline(analysis),
     )

@@ -48,11 +48,13 @@ def comparison_chart(sweep: pl.DataFrame, markers: pl.DataFrame, pp: int, subtit
     x = alt.X("microbatches:Q", title="micro-batches per step", scale=alt.Scale(type="log", base=2))
     lines = (
         alt.Chart(inline(sweep))
-        .mark_line(point=True)
+        .mark_line(point=alt.OverlayMarkDef(filled=True, size=50))
         .encode(
             x=x,
             y=y,
             color=alt.Color("schedule:N", title="schedule", scale=alt.Scale(scheme="tableau10")),
+            # Schedules with equal bubbles (gpipe and 1f1b) draw one line: dashes keep both seen.
+            strokeDash=alt.StrokeDash("schedule:N", title="schedule"),
             tooltip=[
                 alt.Tooltip("schedule:N"),
                 alt.Tooltip("microbatches:Q", title="micro-batches"),

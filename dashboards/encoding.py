@@ -30,7 +30,8 @@ KIND_COLORS: tuple[str, ...] = ("#0072B2", "#009E73", "#E69F00", "#CC79A7", "#D5
 TIMELINES: tuple[str, ...] = ("realized", "ideal")
 """The two timelines every realized-against-ideal view sets side by side, in display order."""
 
-TIMELINE_COLORS: tuple[str, ...] = ("#D55E00", "#56B4E9")
+TIMELINE_COLORS: tuple[str, ...] = ("#4C78A8", "#BAB0AC")
+"""Realized in a calm blue, ideal in grey: the alarm colour (``#D55E00``) is kept for stragglers."""
 
 WIDTH = 820
 """Width of a full-width chart, pixels."""

@@ -103,6 +103,8 @@ class Page:
     """(name, value) lines under the title."""
     warnings: tuple[str, ...] = ()
     sections: tuple[Section, ...] = field(default=())
+    headline: tuple[str, ...] = ()
+    """The answer, in sentences, shown above everything else (``dashboards.headline``)."""
 
     @property
     def views(self) -> tuple[View, ...]:
@@ -135,6 +137,8 @@ dl.facts dd { margin: 0; }
 ul.warnings li { color: #8a4b00; font-size: 14px; }
 p.note { background: #f4f4f4; border-left: 4px solid #999; padding: 6px 10px; font-size: 14px; }
 nav a { margin-right: 14px; font-size: 14px; }
+section.headline { background: #fff4e5; border-left: 6px solid #d95f02; padding: 8px 16px; margin: 16px 0; }
+section.headline p { font-size: 17px; margin: 6px 0; }
 .view { margin: 12px 0; overflow-x: auto; }
 """
 
@@ -174,7 +178,9 @@ def render_html(page: Page) -> str:
         f"<dt>{html.escape(name)}</dt><dd>{html.escape(value)}</dd>" for name, value in page.facts
     )
     warnings = "".join(f"<li>{html.escape(warning)}</li>" for warning in page.warnings)
-    nav = "".join(f'<a href="#{s.key}">{html.escape(s.title)}</a>' for s in page.sections)
+    # Navigation leads only to sections with a chart: one that holds just a note saying why is not a place to go.
+    nav = "".join(f'<a href="#{s.key}">{html.escape(s.title)}</a>' for s in page.sections if s.views)
+    headline = "".join(f"<p>{html.escape(line)}</p>" for line in page.headline)
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -187,6 +193,7 @@ def render_html(page: Page) -> str:
             "</head><body>",
             f"<h1>{html.escape(page.title)}</h1>",
             f'<dl class="facts">{facts}</dl>' if facts else "",
+            f'<section class="headline" id="answer">{headline}</section>' if headline else "",
             f'<ul class="warnings">{warnings}</ul>' if warnings else "",
             f"<nav>{nav}</nav>",
             *(_section_html(section) for section in page.sections),

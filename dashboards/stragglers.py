@@ -14,15 +14,16 @@ one row per rank and kind; ``heatmap_scores`` narrows a scoring result's ``score
 | pattern | String | persistent, one-off or none | never null |
 | flagged | Boolean | this cell is a straggler ``tracekit stragglers`` names: its rank's named kind | never null |
 
-The cell colour is the slowdown, ``1 / score`` (own / reference): 1 is typical, 1.5 is 50% slower;
-the legend reads in those multiples. The outlined cells are exactly the stragglers of ``tracekit
+The cell colour is the slowdown, ``1 / score`` (own / reference): 1 is as fast as the reference, 1.5
+is 50% slower; the legend reads in those multiples. Only slowness is coloured: a cell faster than
+its reference stays pale. The outlined cells are exactly the stragglers of ``tracekit
 stragglers`` (one per flagged rank, its named kind), not a threshold of the colour. Beyond
 ``max_rows`` (128) ranks, ranks are grouped into bands and a cell shows its band's worst rank, so
 one straggler among thousands stays visible; a band is outlined when it holds a straggler.
 
 Attribution input, ``ATTRIBUTION_INPUT`` (``tracekit.present.whatif.attribution_table``):
 dimension (String: optype, dp_rank, stage, rank), group (String), slowdown (Float64: S with only
-that group's real durations, the rest typical). Each dimension gets its own bars, worst first, at
+that group's real durations, the rest ideal). Each dimension gets its own bars, worst first, at
 most ``top`` groups, with the run's overall slowdown S as a rule; a dimension with one group (one
 data-parallel rank) is left out, its S being the overall S.
 
@@ -107,14 +108,17 @@ def straggler_heatmap(scores: pl.DataFrame, threshold: float, max_rows: int = 12
     cells = slowdown_cells(scores, max_rows)
     bands = cells["band"].n_unique()
     measured = cells["slowdown"].drop_nulls()
-    # Symmetric in log around 1, wide enough for the slowest, the fastest and the flag line.
+    # Colour is for what is wrong: from 1 (as fast as the reference) up to the slowest cell. A cell
+    # faster than its reference (a straggler's healthy peer, judged against the straggler) is not
+    # wrong, so it stays as pale as a typical one; its tooltip still gives its figure.
     top = 1 / threshold
     if measured.len():
-        top = max(top, float(measured.max()), 1 / float(measured.min()))  # type: ignore[arg-type]
+        top = max(top, float(measured.max()))  # type: ignore[arg-type]
     grouped = cells["ranks"].str.contains("-").any()
     title = alt.Title(
         "Slowdown against the reference per rank and action kind",
-        subtitle="own median / reference (peers, else the expected cost of its work); outlined: the stragglers "
+        subtitle="own median / reference (peers, else the expected cost of its work); the darker, the slower; "
+        "as fast or faster than the reference: pale; outlined: the stragglers "
         f"tracekit stragglers names (score < {threshold}, persistent, costly); grey: not judged"
         + ("; each row is a band of ranks showing its worst rank" if grouped else ""),
     )
@@ -124,12 +128,13 @@ def straggler_heatmap(scores: pl.DataFrame, threshold: float, max_rows: int = 12
             "band:O", title="ranks (first of band)" if grouped else "rank", axis=alt.Axis(labelOverlap=True)
         ),
     )
-    shown = [value for value in LEGEND_MULTIPLES if 1 / top <= value <= top]
+    shown = [value for value in LEGEND_MULTIPLES if 1 <= value <= top]
     heat = base.mark_rect().encode(
         color=alt.Color(
             "slowdown:Q",
-            # Log scale: 2x slower and 2x faster sit equally far from typical (1).
-            scale=alt.Scale(type="log", scheme="blueorange", domainMid=1.0, domain=[1 / top, top]),
+            # Log scale from 1 (as fast as the reference): 2x and 4x slower sit equally far apart;
+            # faster cells are clamped to the pale end.
+            scale=alt.Scale(type="log", scheme="oranges", domain=[1.0, top], clamp=True),
             title="own / reference (×)",
             legend=alt.Legend(values=shown, labelExpr="'×' + format(datum.value, '.3~g')"),
         ),
@@ -181,7 +186,7 @@ def attribution_chart(attribution: pl.DataFrame, overall: float, top: int = 20) 
             .mark_bar(color="#0072B2")
             .encode(
                 x=alt.X("slowdown:Q", title="S with only this group real", scale=alt.Scale(zero=False)),
-                x2=alt.datum(1.0),  # bars grow from 1 (typical), left when a group is faster than typical
+                x2=alt.datum(1.0),  # bars grow from 1 (ideal), left when a group is faster than its ideal
                 y=alt.Y("group:N", sort="-x", title=axis_title),
                 tooltip=[alt.Tooltip("group:N"), alt.Tooltip("slowdown:Q", format=".3f", title="S_G")],
             )
@@ -198,6 +203,6 @@ def attribution_chart(attribution: pl.DataFrame, overall: float, top: int = 20) 
     return alt.hconcat(*charts).properties(
         title=alt.Title(
             "What-if attribution: slowdown S with only one group's real durations",
-            subtitle=f"dashed: the run's overall S = {overall:.3f} (1 = every op at its typical duration)",
+            subtitle=f"dashed: the run's overall S = {overall:.3f} (1 = every op at its ideal duration)",
         )
     )

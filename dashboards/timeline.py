@@ -201,7 +201,7 @@ def activity_cells(frame: pl.DataFrame, limits: TimelineLimits) -> pl.DataFrame:
 
 
 _ROW = alt.Row("timeline:N", sort=list(TIMELINES), title=None, header=alt.Header(labelFontSize=13))
-"""Realized above ideal, sharing the time axis."""
+"""Realized above ideal, each on its own time axis: the ideal step is often a fraction of the realized one."""
 
 
 def gantt_chart(frame: pl.DataFrame, title: str, limits: TimelineLimits) -> alt.FacetChart:
@@ -231,20 +231,23 @@ def gantt_chart(frame: pl.DataFrame, title: str, limits: TimelineLimits) -> alt.
     )
     layers: list[alt.Chart] = [bars]
     if num_ranks <= limits.label_max_ranks:
-        # Only bars wide enough for their text (about 1/40 of the axis) carry a label.
-        wide_ms = float(marks["end_ms"].max()) / 40  # type: ignore[arg-type]
+        # Only bars wide enough for their text (about 1/40 of their own timeline's axis) carry a
+        # label; the others get an empty one, so no row's text layer is left without data.
         layers.append(
             alt.Chart()
             .mark_text(fontSize=9, color="white", baseline="middle")
-            .transform_filter(alt.datum.dur_ms >= wide_ms)
-            .transform_calculate(mid_ms="(datum.start_ms + datum.end_ms) / 2")
-            .encode(x="mid_ms:Q", y=y, text="microbatch:N")
+            .transform_joinaggregate(axis_ms="max(end_ms)", groupby=["timeline"])
+            .transform_calculate(
+                mid_ms="(datum.start_ms + datum.end_ms) / 2",
+                label="datum.dur_ms >= datum.axis_ms / 40 ? '' + datum.microbatch : ''",
+            )
+            .encode(x="mid_ms:Q", y=y, text="label:N")
         )
     return (
         alt.layer(*layers)
         .properties(width=WIDTH, height=min(max(22 * num_ranks, 100), 640))
         .facet(row=_ROW, data=inline(marks))
-        .resolve_scale(x="shared")
+        .resolve_scale(x="independent")
         .properties(title=title)
     )
 
@@ -278,7 +281,7 @@ def heatmap_chart(frame: pl.DataFrame, title: str, limits: TimelineLimits) -> al
         )
         .properties(width=WIDTH, height=min(max(4 * bands, 120), 512))
     )
-    return chart.facet(row=_ROW, data=inline(cells)).resolve_scale(x="shared").properties(title=title)
+    return chart.facet(row=_ROW, data=inline(cells)).resolve_scale(x="independent").properties(title=title)
 
 
 def timeline_chart(frame: pl.DataFrame, title: str, limits: TimelineLimits | None = None) -> alt.FacetChart:

@@ -67,8 +67,13 @@ def _embedded(html: str, key: str) -> list[dict]:
     return [row for rows in json.loads(match.group(1))["datasets"].values() for row in rows]
 
 
+FRESH_PROCESSES = 3
+"""Fresh interpreters per sample, each with its own hash seed: three catch an output that flips with
+the seed at least 75% of the time (a coin per process), at three fifths of five's cost."""
+
+
 @pytest.mark.parametrize("sample", SAMPLES)
-def test_whatif_and_stragglers_are_byte_identical_over_five_runs(sample: str) -> None:
+def test_whatif_and_stragglers_are_byte_identical_over_fresh_processes(sample: str) -> None:
     outputs = {
         subprocess.run(
             [sys.executable, "-c", _PAYLOADS, str(REPO / "sample_traces" / sample)],
@@ -76,7 +81,7 @@ def test_whatif_and_stragglers_are_byte_identical_over_five_runs(sample: str) ->
             check=True,
             timeout=300,
         ).stdout
-        for _ in range(5)
+        for _ in range(FRESH_PROCESSES)
     }
 
     assert len(outputs) == 1

@@ -444,7 +444,7 @@ class RunAnalysis:
     def schedule_comparison(
         self, schedules: tuple[str, ...] = KNOWN_SCHEDULES, microbatch_factors: tuple[float, ...] = (0.5, 1, 2, 4, 8)
     ) -> ScheduleComparison:
-        """Every schedule at the run's P and typical costs (``tracekit.whatif.comparison``); TracekitError when not."""
+        """Every schedule at the run's P and ideal costs (``tracekit.whatif.comparison``); TracekitError when not."""
         schedule = None if self.manifest is None else self.manifest.schedule
         microbatches = self.actions["microbatch"].n_unique() if schedule is None else schedule.microbatches
         pp = self.layout["position"].n_unique()
@@ -458,7 +458,7 @@ class RunAnalysis:
 
     @property
     def named(self) -> NamedComparison | None:
-        """The named schedule at typical costs against this run (``tracekit.whatif.named``); None when unknown."""
+        """The named schedule at ideal costs against this run (``tracekit.whatif.named``); None when unknown."""
         return self._named[0]
 
     @property

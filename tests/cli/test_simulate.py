@@ -69,7 +69,7 @@ def test_simulate_fb_defaults_to_f_plus_b_plus_w() -> None:
 
 
 def test_simulate_table_labels_every_bubble_figure() -> None:
-    code, out, _ = _run("simulate", "--schedule", "zb-h1", "--pp", "4", "--microbatches", "8")
+    code, out, _ = _run("simulate", "--schedule", "zb-h1", "--pp", "4", "--microbatches", "8", "--explain")
 
     flat = " ".join(out.split())
     assert code == 0
@@ -82,7 +82,7 @@ def test_simulate_bad_sizes_are_one_line_errors() -> None:
     code, _, err = _run("simulate", "--schedule", "dualpipe", "--pp", "3", "--microbatches", "8")
 
     assert code == 2
-    assert err.strip().splitlines() == ["tracekit: error: dualpipe: --pp must be even, got 3"]
+    assert err.strip().splitlines() == ["tracekit: error: dualpipe: the pipeline ranks (pp) must be even, got 3"]
 
 
 def test_sweep_compares_with_the_baseline_and_prices_it() -> None:

@@ -256,3 +256,27 @@ def test_a_2048_rank_real_capture_page_renders_and_opens_any_rank(
             lambda d, shown=shown: d.execute_script(RANK_SHOWN)["axis"].endswith(shown)
         )
         assert browser.execute_script(RANK_SHOWN)["bars"] == bars
+
+
+def test_the_page_opens_with_the_answer_and_navigates_only_to_drawn_sections(browser, tmp_path: Path) -> None:
+    analysis = RunAnalysis.of_run(load_run(REPO_ROOT / "sample_traces" / "dualpipev-straggler"))
+    priced = analysis.stragglers.flagged.row(0, named=True)
+    path = tmp_path / "report.html"
+    path.write_text(render_html(build_page(analysis)), encoding="utf-8")
+
+    open_page(browser, path, "dashboard-headline.png")
+
+    answer = browser.execute_script("return document.getElementById('answer').innerText")
+    assert answer.startswith(f"Rank {priced['rank']} is the straggler")
+    assert f"it costs {priced['saving_ms']:.0f} ms, {priced['saving_ms'] / priced['step_ms']:.0%} of the step" in answer
+    above = browser.execute_script(
+        "return document.getElementById('answer').getBoundingClientRect().bottom"
+        " <= document.querySelector('section[id]:not(#answer)').getBoundingClientRect().top"
+    )
+    assert above  # the answer comes before every chart
+    links = browser.execute_script("return [...document.querySelectorAll('nav a')].map((a) => a.hash.slice(1))")
+    drawn = browser.execute_script(
+        "return [...document.querySelectorAll('section[id]')].filter((s) => s.querySelector('div.view'))"
+        ".map((s) => s.id)"
+    )
+    assert links == drawn and "overlap" not in links  # no GPU events: the overlap section is only a note

@@ -123,7 +123,7 @@ def test_timeline_is_a_gantt_up_to_the_limit_and_a_heatmap_beyond(ranks: int, ma
 
     assert marks_of(spec)[0] == mark
     assert spec["facet"]["row"]["sort"] == ["realized", "ideal"]  # realized above its ideal
-    assert spec["resolve"]["scale"]["x"] == "shared"  # one time axis
+    assert spec["resolve"]["scale"]["x"] == "independent"  # each its own time axis: the ideal is not squeezed
 
 
 def test_gantt_tooltip_names_the_micro_batch() -> None:

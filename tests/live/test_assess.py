@@ -29,9 +29,14 @@ def test_live_scores_equal_the_offline_scores_of_the_same_actions(sample_actions
 
 def test_a_slowed_middle_rank_is_flagged_with_its_stage_kind_and_price(sample_actions: pl.DataFrame) -> None:
     summaries = summaries_of(slowed(sample_actions, rank=1, kind="F", factor=6.0))
-    alerts = flagged_stragglers(*_judged(assess_interval(0, summaries, {0, 1, 2, 3}, LiveConfig())))
+    assessment = assess_interval(0, summaries, {0, 1, 2, 3}, LiveConfig())
+    alerts = flagged_stragglers(assessment)
     assert [(a["rank"], a["stage"], a["kind"]) for a in alerts] == [(1, 1, "F")]
     assert alerts[0]["slower_pct"] > 300 and alerts[0]["saving_ms"] > 0
+    # one figure: the alert prices the whole rank, as the interval's table and `tracekit stragglers` do
+    table_saving = assessment.ranks.filter(pl.col("rank") == 1)["saving_ms"][0]
+    assert alerts[0]["saving_ms"] == round(table_saving, 3)
+    assert table_saving == assessment.ranks["saving_ms"].max()
 
 
 def test_steps_missing_a_rank_or_profiled_are_not_judged(sample_actions: pl.DataFrame) -> None:
@@ -92,7 +97,7 @@ def test_live_summaries_naming_pipeline_groups_judge_each_rank_against_the_other
 
     assert realized_frame(summaries)["replica"].unique().sort().to_list() == [0, 1]
     assert set(assessment.scores["reference"].to_list()) == {"peers"}  # first and last stages too
-    assert [(a["rank"], a["stage"], a["kind"]) for a in flagged_stragglers(assessment.scores, assessment.ranks)] == [
+    assert [(a["rank"], a["stage"], a["kind"]) for a in flagged_stragglers(assessment)] == [
         (4, 0, "F")
     ]
 
@@ -103,6 +108,3 @@ def test_live_replicas_without_pipeline_groups_cannot_be_told_apart(sample_actio
     with pytest.raises(TracekitError, match="runs 2 times in step 0"):
         assess_interval(0, summaries, set(range(8)), LiveConfig())
 
-
-def _judged(assessment):
-    return assessment.scores, assessment.ranks

@@ -33,7 +33,7 @@ def test_candidates_carry_the_micro_batches_the_batch_gives() -> None:
 @pytest.mark.parametrize(
     ("training", "key", "fragment"),
     [
-        ({"global_batch": 48, "pp": 16}, ("dualpipe", 16), "must be even and >= 2 * pp = 32, got 24"),
+        ({"global_batch": 48, "pp": 16}, ("dualpipe", 16), "must be even and at least 2 x pp = 32, got 24"),
         (
             {"global_batch": 48, "pp": 16},
             ("zbv", 16),
@@ -54,7 +54,7 @@ def test_rejections_say_why(training: dict, key: tuple[str, int], fragment: str)
 def test_dualpipe_needs_an_even_depth() -> None:
     spec = small_spec(cluster={"gpus": 24}, global_batch=48, pp=3)
 
-    assert "--pp must be even, got 3" in _reasons(spec)[("dualpipe", 3)]
+    assert "the pipeline ranks (pp) must be even, got 3" in _reasons(spec)[("dualpipe", 3)]
 
 
 def test_depth_that_does_not_divide_the_gpus_is_ruled_out() -> None:

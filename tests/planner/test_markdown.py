@@ -16,6 +16,7 @@ def test_report_has_recommendation_alternatives_copy_and_assumptions(deepseek_pl
         "# Pipeline plan: deepseek-v3-671b on h800-2048 (2048 GPUs)",
         "## Recommendation: dualpipe, PP16, 120 micro-batches",
         "## Alternatives",
+        "## Do not fit in 80 GiB per GPU",
         "## Ruled out before simulation",
         "## DualPipe's second parameter copy",
         "## Assumptions",

@@ -7,6 +7,7 @@ import math
 import polars as pl
 import pytest
 
+from tracekit.present.schedule import deadlock_grid
 from tracekit.schedule.action import Action, Kind, OverlappedPair, parse_step
 from tracekit.schedule.costs import Costs
 from tracekit.schedule.engine import ScheduleDeadlock, simulate
@@ -85,7 +86,8 @@ def test_deadlock_is_reported_as_a_rank_by_step_grid() -> None:
     with pytest.raises(ScheduleDeadlock) as caught:
         simulate(schedule, Costs.uniform(2, 1.0, 1.0, 1.0))
 
-    message = str(caught.value)
+    assert "rank 0 at step 1 (0B1)" in str(caught.value)
+    message = deadlock_grid(caught.value)
     assert "deadlocks" in message
     assert "rank 0  0F0" in message and "[0B1]" in message and "stuck at step 1" in message
     assert "[1F1]" in message

@@ -111,9 +111,9 @@ def test_every_action_once(name: str, pp: int, microbatches: int) -> None:
     ("name", "pp", "microbatches", "chunks", "message"),
     [
         ("dualpipe", 3, 12, None, "even"),
-        ("dualpipe", 4, 6, None, ">= 2 * pp"),
+        ("dualpipe", 4, 6, None, "at least 2 x pp"),
         ("dualpipe", 4, 9, None, "even"),
-        ("dualpipev", 4, 7, None, ">= 2 * pp"),
+        ("dualpipev", 4, 7, None, "at least 2 x pp"),
         ("interleaved-1f1b", 4, 9, 2, "multiple of the rounds"),
         ("1f1b", 0, 4, None, "--pp"),
         ("zbv", 4, 8, 3, "--chunks 3"),

@@ -24,11 +24,20 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 CLEAN_SAMPLES = ("1f1b", "gpipe", "zbv", "interleaved-1f1b", "dualpipev", "deepseek-dualpipe")
 """Sample runs without a planted straggler."""
 
-PLANTED = [(schedule, 4, rank) for schedule in ("1f1b", "zbv", "dualpipev") for rank in range(4)] + [
-    ("1f1b", 2, 0),
+PLANTED = [
+    ("1f1b", 4, 1),
+    ("1f1b", 4, 2),
+    ("zbv", 4, 0),
+    ("zbv", 4, 2),
+    ("dualpipev", 4, 0),
+    ("dualpipev", 4, 2),
     ("1f1b", 2, 1),
 ]
-"""(schedule, ranks, straggler rank): every rank of each schedule, and both ranks of a 2-rank pipeline."""
+"""(schedule, ranks, straggler rank): two ranks of each 4-rank schedule (an end of the path, judged
+against its expected cost, or the middle, against its peers; 1F1B's ends come from the 2-rank
+pipeline, whose ranks are both ends), and a 2-rank pipeline. Every
+rank of every schedule is priced by ``benchmarks/straggler_ab.py`` (docs/performance.md); here each
+capture costs the suite seconds of both cores, so one per kind of reference and schedule."""
 
 AB_CASES = [("1f1b", 4, 1), ("dualpipev", 4, 0)]
 """Cases whose predicted saving is checked against a clean capture made at the same time."""
@@ -75,7 +84,7 @@ def _score(path: Path) -> Stragglers:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("schedule", "ranks", "rank"), PLANTED)
-def test_a_planted_straggler_is_named_first_on_every_rank(runs, schedule: str, ranks: int, rank: int) -> None:
+def test_a_planted_straggler_is_named_first_at_an_end_and_in_the_middle(runs, schedule: str, ranks: int, rank: int) -> None:
     result = _score(runs[_name(schedule, ranks, rank)])
 
     flagged = result.flagged

@@ -77,7 +77,7 @@ def test_tables_print_for_people(shared: Path) -> None:
         cli, ["whatif", str(shared / "traces" / "whatif-optable-SE" / "trace-SE.parquet")]
     )
 
-    assert result.exit_code == 0 and "M_S = 69%" in result.stdout.replace("\n", " ").replace("  ", " ")
+    assert result.exit_code == 0 and "share (M_S) 69%" in result.stdout.replace("\n", " ").replace("  ", " ")
 
 
 @pytest.mark.parametrize("command", ["whatif", "stragglers"])

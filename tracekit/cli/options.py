@@ -42,6 +42,12 @@ format_option = click.option(
     help="table for people, json for scripts, csv for spreadsheets.",
 )
 
+explain_option = click.option(
+    "--explain", is_flag=True, help="Print what each column and figure means after the tables."
+)
+
+wide_option = click.option("--wide", is_flag=True, help="Show every column, however wide the terminal.")
+
 out_option = click.option(
     "--out",
     "out_dir",

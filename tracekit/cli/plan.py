@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from tracekit.cli.options import explain_option, wide_option
 from tracekit.cli.output import Format, emit
 from tracekit.planner.calibrate import calibration_scale, hardware_notes
 from tracekit.planner.costs import UNSCALED
@@ -73,12 +74,16 @@ def _field_options(command: click.Command) -> click.Command:
     show_default=True,
     help="markdown report, json for scripts, table for the terminal.",
 )
+@explain_option
+@wide_option
 def command(
     spec_path: Path | None,
     model_preset: str | None,
     cluster_preset: str | None,
     calibrate_dir: Path | None,
     fmt: str,
+    explain: bool,
+    wide: bool,
     **fields: object,
 ) -> None:
     """Recommend pipeline depth, schedule and micro-batches by simulating every feasible candidate.
@@ -103,6 +108,6 @@ def command(
     if fmt == "markdown":
         sys.stdout.write(render(outcome))
     else:
-        emit(plan_result(outcome), Format(fmt))
+        emit(plan_result(outcome), Format(fmt), explain=explain, wide=wide)
     if outcome.recommendation is None:
         sys.exit(1)

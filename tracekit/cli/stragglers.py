@@ -7,7 +7,16 @@ from typing import Any
 
 import click
 
-from tracekit.cli.options import analysis_config, analysis_options, format_option, meta_option, out_option, scheduler_option
+from tracekit.cli.options import (
+    analysis_config,
+    analysis_options,
+    explain_option,
+    format_option,
+    meta_option,
+    out_option,
+    scheduler_option,
+    wide_option,
+)
 from tracekit.cli.output import Format, emit
 from tracekit.cli.progress import analyse_with_progress
 from tracekit.perrank.engine import Engine
@@ -19,11 +28,20 @@ from tracekit.present.stragglers import stragglers_result
 @meta_option
 @analysis_options
 @format_option
+@explain_option
+@wide_option
 @out_option
 @scheduler_option
 def command(
-    source: Path, meta: Path | None, fmt: Format, out_dir: Path | None, engine: Engine | None, **options: Any
+    source: Path,
+    meta: Path | None,
+    fmt: Format,
+    explain: bool,
+    wide: bool,
+    out_dir: Path | None,
+    engine: Engine | None,
+    **options: Any,
 ) -> None:
     """Ranks whose compute is slower than their peers' or their expected cost in SOURCE, most costly first."""
     analysis = analyse_with_progress(source, analysis_config(options), meta=meta, engine=engine)
-    emit(stragglers_result(analysis, str(source)), fmt, out_dir)
+    emit(stragglers_result(analysis, str(source)), fmt, out_dir, explain=explain, wide=wide)

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.options import cost_options, format_option, out_option
-from tracekit.cli.output import Format, Result, Table, emit
+from tracekit.cli.options import explain_option, wide_option, cost_options, format_option, out_option
+from tracekit.cli.output import Format, emit
 from tracekit.cli.progress import working
+from tracekit.present.schedule import sweep_result
 from tracekit.schedule.metrics import DEFINITIONS
 from tracekit.schedule.sweep import SWEEP_DEFINITIONS, ShareCosts, StepEconomics, compare_to_baseline, sweep
 
@@ -33,6 +34,8 @@ def _integers(text: str) -> list[int]:
 @click.option("--gpus", type=int, default=None, help="GPUs of the whole job [default: the row's pp].")
 @cost_options
 @format_option
+@explain_option
+@wide_option
 @out_option
 def command(
     schedules: str,
@@ -49,6 +52,8 @@ def command(
     fb: float | None,
     comm: float,
     fmt: Format,
+    explain: bool,
+    wide: bool,
     out_dir: Path | None,
 ) -> None:
     """Compare schedules' bubbles and utilization; with --step-time and --tokens-per-step, GPU-hours."""
@@ -72,5 +77,4 @@ def command(
     else:
         economics = None
     table = compare_to_baseline(frame, baseline, economics)
-    tables = (Table(title=f"sweep against {baseline}", frame=table, notes=notes, name="sweep"),)
-    emit(Result(payload={"baseline": baseline, "rows": table}, tables=tables, warnings=skipped), fmt, out_dir)
+    emit(sweep_result(table, baseline, notes, tuple(skipped)), fmt, out_dir, explain=explain, wide=wide)

@@ -7,7 +7,16 @@ from typing import Any
 
 import click
 
-from tracekit.cli.options import analysis_config, analysis_options, format_option, meta_option, out_option, scheduler_option
+from tracekit.cli.options import (
+    analysis_config,
+    analysis_options,
+    explain_option,
+    format_option,
+    meta_option,
+    out_option,
+    scheduler_option,
+    wide_option,
+)
 from tracekit.cli.output import Format, emit
 from tracekit.cli.progress import analyse_with_progress
 from tracekit.perrank.engine import Engine
@@ -19,11 +28,20 @@ from tracekit.present.whatif import whatif_result
 @meta_option
 @analysis_options
 @format_option
+@explain_option
+@wide_option
 @out_option
 @scheduler_option
 def command(
-    source: Path, meta: Path | None, fmt: Format, out_dir: Path | None, engine: Engine | None, **options: Any
+    source: Path,
+    meta: Path | None,
+    fmt: Format,
+    explain: bool,
+    wide: bool,
+    out_dir: Path | None,
+    engine: Engine | None,
+    **options: Any,
 ) -> None:
     """Replay SOURCE with ideal durations: slowdown S and its attribution (OSDI'25 what-if)."""
     analysis = analyse_with_progress(source, analysis_config(options), meta=meta, engine=engine)
-    emit(whatif_result(analysis, str(source)), fmt, out_dir)
+    emit(whatif_result(analysis, str(source)), fmt, out_dir, explain=explain, wide=wide)

@@ -17,7 +17,7 @@ scores or prices on its own.
 | action_ms | Float64 | median duration of the rank's compute actions, ms | never null |
 | bubble_fraction | Float64 | idle share of the steps' windows (``tracekit.analysis.utilization``) | never null |
 | score | Float64 | the rank's straggler score (``tracekit.stragglers.scoring.RANK_SCHEMA``: 1 typical, below 1 slower) | the rank could not be judged |
-| saving_ms | Float64 | the step time saved with the whole rank at its ideal speed (``tracekit stragglers``' price), ms | the rank could not be judged |
+| saving_ms | Float64 | the step time saved with the whole rank at its ideal speed (``tracekit stragglers``' price, and the alerts' figure), ms | the rank could not be judged |
 | dropped | Int64 | summaries the rank had dropped by the end of the interval | never null |
 
 Not for: deciding what persists across intervals (``tracekit.live.tracker``) or any I/O.
@@ -112,15 +112,15 @@ def usable_steps(summaries: Sequence[StepSummary], ranks: set[int]) -> list[int]
     return sorted(step for step, seen in by_step.items() if seen >= ranks and step not in profiled)
 
 
-def flagged_stragglers(scores: pl.DataFrame, ranks: pl.DataFrame) -> list[dict]:
-    """The flagged rows of a score table as plain alerts: rank, kind, stage(s), slower_pct, saving_ms.
+def flagged_stragglers(assessment: IntervalAssessment) -> list[dict]:
+    """The interval's stragglers as plain alerts: rank, kind, stage(s), slower_pct, saving_ms, step_ms.
 
-    ``saving_ms`` is the whole rank's (``ranks``, ``RANK_SCHEMA``): the saving the interval's table
-    and ``tracekit stragglers`` give for that rank; the kind names what it is slow at.
+    The kind is the one the rank is named by; ``saving_ms`` is the whole rank's saving at ideal
+    speed, the figure of the interval's rank table and of ``tracekit stragglers``' price.
     """
-    saving = dict(ranks.select("rank", "saving_ms").iter_rows())
+    rank_saving = dict(assessment.ranks.select("rank", "saving_ms").iter_rows())
     alerts = []
-    for row in scores.filter(pl.col("flagged")).iter_rows(named=True):
+    for row in assessment.scores.filter(pl.col("flagged")).iter_rows(named=True):
         stages = [int(s) for s in row["stages"].split(",")]
         alerts.append(
             {
@@ -128,7 +128,7 @@ def flagged_stragglers(scores: pl.DataFrame, ranks: pl.DataFrame) -> list[dict]:
                 "stage": stages[0] if len(stages) == 1 else stages,
                 "kind": row["kind"],
                 "slower_pct": round((1 / row["score"] - 1) * 100, 1),  # the kind it is named by
-                "saving_ms": round(saving[row["rank"]], 3),
+                "saving_ms": round(rank_saving[row["rank"]], 3),
                 "step_ms": round(row["step_ms"], 3),
             }
         )

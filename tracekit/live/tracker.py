@@ -58,7 +58,7 @@ class Tracker:
         lead_steps: int = CAPTURE_LEAD_STEPS,
     ) -> tuple[list[dict[str, Any]], CaptureRequest | None]:
         """Alerts of this interval (live.jsonl ``alert`` records) and a capture to ask for, if any."""
-        flagged = flagged_stragglers(assessment.scores, assessment.ranks)
+        flagged = flagged_stragglers(assessment)
         keys = {a["rank"] for a in flagged}
         self.streaks = {key: self.streaks.get(key, 0) + 1 for key in keys}
         alerts = []

@@ -42,11 +42,11 @@ def calibration_scale(spec: PlanSpec, actions: pl.DataFrame) -> tuple[CostScale,
         captured = schedule_from_realized(actions, step=first_step)
         measured = realized_costs(actions, num_stages=captured.num_stages)
     except ScheduleError as error:
-        raise PlannerError(f"--calibrate: the captured run cannot be read as a schedule: {error}") from None
+        raise PlannerError(f"calibration run: the captured run cannot be read as a schedule: {error}") from None
     path_stages = captured.num_ranks * captured.stages_per_rank
     if path_stages > spec.model.layers:
         raise PlannerError(
-            f"--calibrate: the run has {path_stages} stages along a path but the spec's model only "
+            f"calibration run: the run has {path_stages} stages along a path but the spec's model only "
             f"{spec.model.layers} layers; describe the model the run trained"
         )
     estimated = engine_costs(spec, captured, layout(spec, path_stages))
@@ -56,7 +56,7 @@ def calibration_scale(spec: PlanSpec, actions: pl.DataFrame) -> tuple[CostScale,
     ]
     if factors["forward"] is None or (factors["full_backward"] is None and factors["backward_input"] is None):
         raise PlannerError(
-            "--calibrate: the run measured no forward or no backward action; nothing to calibrate"
+            "calibration run: the run measured no forward or no backward action; nothing to calibrate"
         )
     full = factors["full_backward"] if factors["full_backward"] is not None else factors["backward_input"]
     for kind in ("backward_input", "backward_weight"):

@@ -140,11 +140,11 @@ def microbatch_problem(name: str, pp: int, microbatches: int) -> str | None:
     micro-batch counts too large to generate just to check them.
     """
     if name == "dualpipe" and pp % 2:
-        return f"--pp must be even, got {pp}"
+        return f"the pipeline ranks (pp) must be even, got {pp}"
     if name == "dualpipe" and (microbatches % 2 or microbatches < 2 * pp):
-        return f"--microbatches must be even and >= 2 * pp = {2 * pp}, got {microbatches}"
+        return f"micro-batches must be even and at least 2 x pp = {2 * pp}, got {microbatches}"
     if name == "dualpipev" and microbatches < 2 * pp:
-        return f"--microbatches must be >= 2 * pp = {2 * pp}, got {microbatches}"
+        return f"micro-batches must be at least 2 x pp = {2 * pp}, got {microbatches}"
     rounds = max(1, microbatches // pp)
     if name == "interleaved-1f1b" and microbatches % rounds:
         return f"micro-batches ({microbatches}) must be a multiple of the rounds ({rounds} = M // P), as in torch"

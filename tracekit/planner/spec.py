@@ -341,7 +341,7 @@ def _build(section: str, values: dict[str, Any]) -> Any:
     if required:
         raise PlannerError(
             f"[{section}]: missing {', '.join(required)} (set it in the spec's [{section}] table, "
-            f"with a preset, or with its --flag)"
+            f"with a preset, or on the command line)"
         )
     try:
         return cls(**values)

@@ -58,22 +58,109 @@ def payload(plan: Plan) -> dict[str, Any]:
     }
 
 
+FITTING_COLUMNS = (
+    "schedule",
+    "pp",
+    "microbatches",
+    "step_ms",
+    "bubble_fraction",
+    "exposed_a2a_ms",
+    "headroom_gib",
+    "extra_gpu_hours_per_mtok",
+)
+"""The columns of the alternatives that fit a terminal shows by default; ``--wide`` shows all."""
+
+UNFIT_COLUMNS = ("schedule", "pp", "microbatches", "step_ms", "memory_gib", "over_gib")
+"""The columns of the candidates that do not fit memory a terminal shows by default."""
+
+HEADERS = {
+    "pp": "PP",
+    "microbatches": "M",
+    "step_ms": "step ms",
+    "bubble_fraction": "bubble",
+    "exposed_a2a_ms": "exposed a2a ms",
+    "lost_fraction": "lost",
+    "peak_activations": "peak act.",
+    "memory_gib": "memory GiB",
+    "headroom_gib": "free GiB",
+    "over_gib": "over by GiB",
+    "gpu_hours_per_mtok": "GPU-h /Mtok",
+    "extra_gpu_hours_per_mtok": "extra GPU-h /Mtok",
+    "simulated_at": "simulated at M",
+    "param_copies": "copies",
+}
+
+
+def split_alternatives(alternatives: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The simulated candidates that fit memory, and those that do not (with ``over_gib``, the GiB
+    above the GPU's memory); ``simulated_at`` reads ``64 & 128`` where two counts were simulated."""
+    shown = alternatives.with_columns(pl.col("simulated_at").str.replace_all(",", " & "))
+    fitting = shown.filter(pl.col("fits")).drop("fits", "note")
+    unfit = (
+        shown.filter(~pl.col("fits"))
+        .drop("fits", "extra_gpu_hours_per_mtok")
+        .with_columns((-pl.col("headroom_gib")).alias("over_gib"))
+    )
+    return fitting, unfit
+
+
+def headline(plan: Plan) -> tuple[str, ...]:
+    """The answer before the tables: the recommendation and its step, or why nothing fits."""
+    why = reasons(plan)
+    return why[:2] if plan.recommendation is None else why[:1]
+
+
 def plan_result(plan: Plan) -> Result:
     """``tracekit plan``'s JSON and tables (the Markdown report is ``plan_markdown.render``)."""
+    fitting, unfit = split_alternatives(plan.alternatives)
+    gib = plan.spec.cluster.gpu_memory_gib
     tables = (
-        Table("alternatives", plan.alternatives, notes=reasons(plan), name="alternatives"),
         Table(
-            "ruled out before simulation", plan.rejected, name="rejected", shown=not plan.rejected.is_empty()
+            "alternatives that fit in memory, fastest first (extra: against the recommendation)",
+            fitting,
+            notes=headline_rest(plan),
+            name="alternatives",
+            columns=FITTING_COLUMNS,
+            headers=HEADERS,
+            shown=not fitting.is_empty(),
         ),
         Table(
-            "memory of the recommendation per rank",
+            f"do not fit in {gib:g} GiB per GPU (faster on paper, but they cannot run)",
+            unfit,
+            name="unfit",
+            columns=UNFIT_COLUMNS,
+            headers=HEADERS,
+            shown=not unfit.is_empty(),
+        ),
+        Table(
+            "ruled out before simulation",
+            plan.rejected,
+            name="rejected",
+            headers=HEADERS,
+            shown=not plan.rejected.is_empty(),
+        ),
+        Table(
+            "memory of the recommendation per rank, GiB",
             plan.memory,
-            notes=assumptions(plan),
+            headers={column: column.removesuffix("_gib").replace("headroom", "free") for column in plan.memory.columns},
             name="memory",
             shown=not plan.memory.is_empty(),
         ),
     )
-    return Result(payload=payload(plan), tables=tables)
+    definitions = (
+        "bubble: mean over ranks of idle / step; lost: 1 - mean compute / step (bubbles and exposed all-to-all); "
+        "memory and free: the fullest rank; extra GPU-h /Mtok: GPU-hours per million tokens against the "
+        "recommendation; simulated at M: the micro-batch counts simulated, two when the figures are "
+        "extrapolated from them",
+        *(f"assumption: {line}" for line in assumptions(plan)),
+    )
+    return Result(payload=payload(plan), tables=tables, headline=headline(plan), definitions=definitions)
+
+
+def headline_rest(plan: Plan) -> tuple[str, ...]:
+    """The reasons the headline leaves out, printed under the alternatives."""
+    why = reasons(plan)
+    return why[2:] if plan.recommendation is None else why[1:]
 
 
 def _best(alternatives: pl.DataFrame, condition: pl.Expr) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.planner.plan import Plan
-from tracekit.present.plan import assumptions, reasons
+from tracekit.present.plan import assumptions, reasons, split_alternatives
 
 _ALTERNATIVE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("schedule", "schedule"),
@@ -24,10 +24,15 @@ _ALTERNATIVE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("exposed_a2a_ms", "exposed a2a (ms)"),
     ("lost_fraction", "lost"),
     ("memory_gib", "memory (GiB)"),
-    ("headroom_gib", "headroom (GiB)"),
-    ("gpu_hours_per_mtok", "GPU-h / Mtok"),
+    ("headroom_gib", "free (GiB)"),
     ("extra_gpu_hours_per_mtok", "extra GPU-h / Mtok"),
     ("simulated_at", "simulated at M"),
+)
+_UNFIT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("schedule", "schedule"),
+    ("pp", "PP"),
+    ("microbatches", "M"),
+    ("step_ms", "step (ms)"),
     ("note", "does not fit because"),
 )
 _PERCENT = frozenset({"bubble_fraction", "lost_fraction"})
@@ -70,17 +75,22 @@ def render(plan: Plan) -> str:
     else:
         lines += ["## No feasible plan", ""]
     lines += [f"- {reason}" for reason in reasons(plan)] + [""]
-    if not plan.alternatives.is_empty():
+    fitting, unfit = split_alternatives(plan.alternatives)
+    if not fitting.is_empty():
         lines += ["## Alternatives", ""]
-        lines += _table(plan.alternatives, _ALTERNATIVE_COLUMNS)
+        lines += _table(fitting, _ALTERNATIVE_COLUMNS)
         lines += [
             "",
             (
                 "bubble: mean over ranks of idle / step; lost: 1 - mean compute / step (bubbles and exposed "
-                "all-to-all); memory: the fullest rank; extra: against the recommendation."
+                "all-to-all); memory, free: the fullest rank; extra: GPU-hours per million tokens against the "
+                "recommendation."
             ),
             "",
         ]
+    if not unfit.is_empty():
+        lines += [f"## Do not fit in {spec.cluster.gpu_memory_gib:g} GiB per GPU", ""]
+        lines += _table(unfit, _UNFIT_COLUMNS) + [""]
     if not plan.rejected.is_empty():
         lines += ["## Ruled out before simulation", ""]
         lines += _table(plan.rejected, (("schedule", "schedule"), ("pp", "PP"), ("reason", "reason")))

@@ -212,21 +212,53 @@ def report_payload(analysis: RunAnalysis) -> dict[str, Any]:
     }
 
 
+RANK_HEADERS = {
+    "window": "window ms",
+    "busy": "busy ms",
+    "bubble": "bubble ms",
+    "bubble_fraction": "bubble fraction",
+}
+
+
+def headline(payload: dict[str, Any], name: str) -> tuple[str, ...]:
+    """The answer before the table: the step, how much of it the ranks sit idle, and what to run next."""
+    ranks = [row for row in payload["ranks"] if row["steps"]]
+    if not ranks:
+        return ()
+    step_ms = max(row["window"] / row["steps"] for row in ranks)
+    idlest = max(ranks, key=lambda row: row["bubble_fraction"])
+    busiest = min(ranks, key=lambda row: row["bubble_fraction"])
+    mean = sum(row["bubble_fraction"] for row in ranks) / len(ranks)
+    first = (
+        f"A step takes {step_ms:.0f} ms; the ranks sit idle (the pipeline bubble) {mean:.0%} of it on average, "
+        f"from {busiest['bubble_fraction']:.0%} on rank {busiest['rank']} to {idlest['bubble_fraction']:.0%} on "
+        f"rank {idlest['rank']}."
+    )
+    if len(ranks) < 2:
+        return (first,)
+    return (
+        first,
+        f"The busiest rank, rank {busiest['rank']}, sets the pace; `tracekit stragglers {name}` says whether it "
+        f"is a straggler and what it costs.",
+    )
+
+
 def report_result(analysis: RunAnalysis, name: str) -> Result:
     """Payload and tables of ``tracekit report`` for the run called ``name`` (the path the user gave)."""
     analysis.check_analysable()
     payload = report_payload(analysis)
     run = analysis.run
-    title = f"{name}: {payload['run']['schedule'] or 'run'}, {run.world_size} ranks"
+    ranks = f"{run.world_size} rank{'s' if run.world_size != 1 else ''}"
+    title = f"{name}: {payload['run']['schedule'] or 'run'}, {ranks}"
     if run.partial:
         title += " [PARTIAL]"
     tables: list[Table] = []
     if analysis.has_schedule_labels:
         clock = f"times in ms on the {analysis.clock.value.upper()} clock"
+        ranks = rank_table(analysis)
+        narrow = tuple(c for c in ranks.columns if c != "replica" or analysis.pipelines.replicas > 1)
         tables += [
-            Table(
-                title=title, frame=rank_table(analysis), notes=notes_of(DEFINITIONS) + (clock,), name="ranks"
-            ),
+            Table(title=title, frame=ranks, notes=(clock,), name="ranks", columns=narrow, headers=RANK_HEADERS),
             Table(
                 title=f"{analysis.pipelines.replicas} data-parallel replicas (pipeline groups from "
                 f"{analysis.pipelines.source}), times in ms",
@@ -240,12 +272,7 @@ def report_result(analysis: RunAnalysis, name: str) -> Result:
     gpu = analysis.gpu
     if gpu is not None:
         tables += [
-            Table(
-                title=f"{title}: GPU time",
-                frame=breakdown_table(gpu),
-                notes=notes_of(GPU_DEFINITIONS) + ("times in ms",),
-                name="gpu_ranks",
-            ),
+            Table(title=f"{title}: GPU time", frame=breakdown_table(gpu), notes=("times in ms",), name="gpu_ranks"),
             Table(title="communication hidden under compute", frame=overlap_table(gpu), name="gpu_overlap"),
             Table(title="per-stream activity", frame=stream_table(gpu), name="gpu_streams"),
         ]
@@ -257,7 +284,16 @@ def report_result(analysis: RunAnalysis, name: str) -> Result:
                     name="subchunks",
                 )
             )
-    return Result(payload=payload, tables=tuple(tables), warnings=tuple(payload["warnings"]))
+    definitions = notes_of(DEFINITIONS) if analysis.has_schedule_labels else ()
+    if gpu is not None:
+        definitions += notes_of({f"GPU {key}": text for key, text in GPU_DEFINITIONS.items()})
+    return Result(
+        payload=payload,
+        tables=tuple(tables),
+        warnings=tuple(payload["warnings"]),
+        headline=headline(payload, name),
+        definitions=definitions,
+    )
 
 
 def hta_result(analysis: RunAnalysis, hta: HtaBreakdown, name: str) -> Result:
@@ -276,7 +312,12 @@ def hta_result(analysis: RunAnalysis, hta: HtaBreakdown, name: str) -> Result:
     table = Table(
         title=f"{name}: HTA {HTA_VERSION}-compatible temporal breakdown",
         frame=hta.frame,
-        notes=notes_of(HTA_DEFINITIONS) + ("times in µs",),
+        notes=("times in µs",),
         name="hta",
     )
-    return Result(payload=payload, tables=(table,), warnings=run.warnings + hta.warnings)
+    return Result(
+        payload=payload,
+        tables=(table,),
+        warnings=run.warnings + hta.warnings,
+        definitions=notes_of(HTA_DEFINITIONS),
+    )

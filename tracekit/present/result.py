@@ -8,7 +8,8 @@ Not for: printing (``tracekit.cli.output``) or computing anything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import polars as pl
 
 @dataclass(frozen=True)
 class Table:
-    """A titled frame for people to read, with notes printed under it (definitions, caveats)."""
+    """A titled frame for people to read, with notes printed under it (caveats, one line each)."""
 
     title: str
     frame: pl.DataFrame
@@ -28,15 +29,42 @@ class Table:
     """File stem when written with ``--out`` (``{name}.parquet``)."""
     shown: bool = True
     """False for tables only written with ``--out`` (too long to print)."""
+    columns: tuple[str, ...] | None = None
+    """The columns a terminal shows by default (None: all); ``--wide`` shows all, files keep all."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Short terminal header per column, units included (``"saving ms"``); default: the name, ``_`` as space."""
+
+    def terminal_frame(self, wide: bool) -> pl.DataFrame:
+        """The frame a terminal shows: ``columns`` only unless ``wide``."""
+        if wide or self.columns is None:
+            return self.frame
+        return self.frame.select(column for column in self.columns if column in self.frame.columns)
+
+    def header(self, column: str) -> str:
+        """The terminal header of ``column``."""
+        if column in self.headers:
+            return self.headers[column]
+        words = column.replace("_", " ")
+        for unit, shown in ((" gib", " GiB"), (" pct", " %")):
+            if words.endswith(unit):
+                words = words.removesuffix(unit) + shown
+        return words
 
 
 @dataclass(frozen=True)
 class Result:
-    """What a command produced: the stable JSON payload, its tables, and warnings to surface."""
+    """What a command produced: the answer first, then the tables, the definitions on request.
+
+    ``headline`` is one or two sentences printed before any table (who, how much, what next);
+    ``definitions`` are printed after the tables only when asked (``--explain``); the JSON payload
+    carries them under its own ``definitions`` key.
+    """
 
     payload: dict[str, Any]
     tables: tuple[Table, ...] = ()
     warnings: tuple[str, ...] = ()
+    headline: tuple[str, ...] = ()
+    definitions: tuple[str, ...] = ()
 
 
 def _json_default(value: Any) -> Any:

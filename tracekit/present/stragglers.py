@@ -48,6 +48,37 @@ def heading(source: str, result: Stragglers) -> str:
     return f"{source}: {count} straggling rank{'s' if count > 1 else ''} ({rule})"
 
 
+def _slower(kind_score: float) -> str:
+    slower = 1 / kind_score - 1
+    return f"{abs(slower):.0%} {'slower' if slower >= 0 else 'faster'}"
+
+
+def headline(source: str, payload: dict[str, Any]) -> tuple[str, ...]:
+    """The answer before the table: the costliest straggler, its saving in ms and in % of the
+    measured step, and what to look at next; or that no rank is one."""
+    flagged = payload["stragglers"]
+    if not flagged:
+        ranks = payload["ranks"]
+        worst = max(ranks, key=lambda row: row["saving_ms"], default=None)
+        if worst is None:
+            return (f"No rank could be judged in {source}: see the reasons below.",)
+        return (
+            f"No straggler in {source}: the costliest rank, rank {worst['rank']}, would save "
+            f"{worst['saving_ms']:.1f} ms ({worst['saving_ms'] / worst['step_ms']:.0%} of the "
+            f"{worst['step_ms']:.0f} ms step) at {_AT[worst['reference']]}.",
+        )
+    top = flagged[0]
+    which = f" (replica {top['replica']})" if payload["replicas"] > 1 else ""
+    others = f" {len(flagged) - 1} more rank{'s' if len(flagged) > 2 else ''} below." if len(flagged) > 1 else ""
+    return (
+        f"Rank {top['rank']}{which} is the straggler: at {_AT[top['reference']]} the measured "
+        f"{top['step_ms']:.0f} ms step would take {top['step_ms_without']:.0f} ms, a saving of "
+        f"{top['saving_ms']:.0f} ms ({top['saving_ms'] / top['step_ms']:.0%} of the step).{others}",
+        f"Its {top['kind']} work runs {_slower(top['kind_score'])} than {_AGAINST[top['reference']]}; "
+        f"see it on the timeline with `tracekit dashboard {source} --out report.html`.",
+    )
+
+
 def describe(row: dict[str, Any], replicas: int = 1) -> str:
     """One plain sentence for a rank row: its slowest kind against its reference, and its price.
 
@@ -123,6 +154,7 @@ def stragglers_payload(analysis: RunAnalysis) -> dict[str, Any]:
         "scores": with_replica(result.scores, analysis).to_dicts(),
         **clock_fields(analysis),
         "notes": list(notes(result.config)),
+        "definitions": dict(note.split(": ", 1) for note in notes(result.config)),
     }
 
 
@@ -138,7 +170,18 @@ RANK_COLUMNS = (
     "step_ms_without",
     "flagged",
 )
-"""The rank table's columns a person reads in the terminal."""
+"""The rank table's columns (``--wide`` and files)."""
+
+NARROW_COLUMNS = ("rank", "replica", "reference", "kind", "kind_score", "pattern", "saving_ms", "flagged")
+"""The rank table's columns a terminal shows by default (100 columns)."""
+
+RANK_HEADERS = {
+    "reference": "vs",
+    "kind_score": "kind score",
+    "saving_ms": "saving ms",
+    "step_ms_without": "step ms without",
+    "flagged": "flagged",
+}
 
 
 def rank_table(result: Stragglers, analysis: RunAnalysis) -> pl.DataFrame:
@@ -167,15 +210,17 @@ def stragglers_result(analysis: RunAnalysis, name: str) -> Result:
     result = analysis.stragglers
     payload = stragglers_payload(analysis)
     unjudged = tuple(f"rank {row['rank']} not judged: {row['reason']}" for row in payload["unjudged"])
+    narrow = NARROW_COLUMNS if payload["replicas"] > 1 else tuple(c for c in NARROW_COLUMNS if c != "replica")
     tables = (
         Table(
             title=heading(name, result),
             frame=rank_table(result, analysis),
-            notes=notes(result.config)
-            + tuple(row["summary"] for row in payload["stragglers"])
+            notes=tuple(row["summary"] for row in payload["stragglers"][1:])
             + tuple(describe_link(row) for row in payload["links"] if row["flagged"])
             + unjudged,
             name="ranks",
+            columns=narrow,
+            headers=RANK_HEADERS,
         ),
         Table(
             title="scores per rank and kind",
@@ -184,4 +229,11 @@ def stragglers_result(analysis: RunAnalysis, name: str) -> Result:
             shown=False,
         ),
     )
-    return Result(payload=payload, tables=tables, warnings=case_warnings(analysis))
+    payload["headline"] = list(headline(name, payload))
+    return Result(
+        payload=payload,
+        tables=tables,
+        warnings=case_warnings(analysis),
+        headline=tuple(payload["headline"]),
+        definitions=notes(result.config),
+    )

@@ -1,7 +1,7 @@
 """``tracekit whatif``'s output: the JSON payload, tables and plain sentences.
 
 Two references are named apart: the *ideal* (this run's own order at ideal durations,
-``tracekit.analysis.ideal``) and *this schedule at typical costs* (the simulator's named schedule
+``tracekit.analysis.ideal``) and *this schedule at ideal costs* (the simulator's named schedule
 at the same durations); the findings explain the gap between them (``tracekit.whatif.named``).
 
 Not for: computing anything (``tracekit.whatif``) or printing (``tracekit.cli.output``).
@@ -26,12 +26,13 @@ DEFINITIONS: dict[str, str] = {
     "recorded gap after what it waits for: the measured step (--replay durations: durations alone)",
     "ideal": IDEAL_DEFINITION,
     "slowdown S": "mean realized / mean ideal step time",
-    "by_X": "S with only group X's real durations restored, the rest typical (can exceed S)",
+    "by_X": "S with only group X's real durations restored, the rest ideal (can exceed S)",
     "dp_rank": "the data-parallel replica: an op-table's dp_rank; on a captured run, the index of the rank's "
     "pipeline group (run.json or --pipelines)",
-    "M_S": "share of realized - ideal removed by typical durations on the last stage",
-    "M_W": "share removed by typical durations on the ceil(3%) workers with the highest min(S_dp, S_stage)",
-    "this schedule at typical costs": "the simulator's step time for the schedule the run names, every action at "
+    "last-stage share (M_S)": "share of realized - ideal removed by ideal durations on the last stage",
+    "worst-worker share (M_W)": "share of realized - ideal removed by ideal durations on the ceil(3%) workers "
+    "with the highest min(S_dp, S_stage)",
+    "this schedule at ideal costs": "the simulator's step time for the schedule the run names, every action at "
     "its ideal duration, no communication: the second reference; its gap to the ideal is the run's own order",
 }
 
@@ -66,10 +67,16 @@ def step_table(result: WhatIf) -> pl.DataFrame:
     ).with_columns((pl.col("realized_ms") / pl.col("ideal_ms")).alias("slowdown"))
 
 
-def attribution_table(result: WhatIf) -> pl.DataFrame:
-    """dimension, group, slowdown: every attribution, each dimension worst first."""
+def attribution_table(result: WhatIf, stage_ranks: dict[str, list[int]] | None = None) -> pl.DataFrame:
+    """dimension, group, on_ranks (the ranks a stage runs on), slowdown: every attribution, each dimension worst first."""
+    stage_ranks = stage_ranks or {}
+
+    def on(dimension: str, group: object) -> str | None:
+        ranks = stage_ranks.get(str(group)) if dimension == "stage" else None
+        return ", ".join(str(rank) for rank in ranks) if ranks else None
+
     rows = [
-        (dimension, str(group), value)
+        (dimension, str(group), on(dimension, group), value)
         for dimension, values in (
             ("optype", result.by_optype),
             ("dp_rank", result.by_dp_rank),
@@ -79,36 +86,83 @@ def attribution_table(result: WhatIf) -> pl.DataFrame:
         for group, value in values.items()
     ]
     return pl.DataFrame(
-        rows, schema={"dimension": pl.String(), "group": pl.String(), "slowdown": pl.Float64()}, orient="row"
+        rows,
+        schema={"dimension": pl.String(), "group": pl.String(), "on_ranks": pl.String(), "slowdown": pl.Float64()},
+        orient="row",
     )
 
 
-def findings(result: WhatIf, named: NamedComparison | None) -> list[str]:
-    """Plain sentences: the slowdown, its main contributors, M_S, M_W and the named-schedule gap."""
-    realized, ideal = result.realized_ms.mean(), result.ideal_ms.mean()
-    headline = (
-        f"S = {result.slowdown:.3f}: the step takes {realized:.0f} ms where typical durations would give "
-        f"{ideal:.0f} ms ({realized / ideal - 1:+.0%})"
+def _stage_ranks(analysis: RunAnalysis) -> dict[str, list[int]]:
+    """Each stage (as a string) and the ranks that run it, so a stage is named with its rank."""
+    pairs = analysis.case.ops.select("stage", "rank").unique().sort("stage", "rank")
+    out: dict[str, list[int]] = {}
+    for stage, rank in pairs.iter_rows():
+        out.setdefault(str(stage), []).append(rank)
+    return out
+
+
+def _on_ranks(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(str(r) for r in ranks)
+
+
+def _group_words(group: str, stage_ranks: dict[str, list[int]]) -> str:
+    """``stage 7`` as ``stage 7 (on rank 0)``; ``ranks 2`` as ``rank 2``."""
+    kind, _, members = group.partition(" ")
+    if kind == "stage" and members in stage_ranks:
+        return f"stage {members} (on {_on_ranks(stage_ranks[members])})"
+    if kind == "ranks" and "," not in members:
+        return f"rank {members}"
+    return group
+
+
+def headline(result: WhatIf, analysis: RunAnalysis, source: str) -> tuple[str, ...]:
+    """The answer before the table: the measured step against the ideal, and who costs the most."""
+    measured, realized, ideal = result.measured_ms.mean(), result.realized_ms.mean(), result.ideal_ms.mean()
+    if abs(measured - realized) < 0.5:
+        first = (
+            f"The measured step is {measured:.0f} ms; with every op at its ideal duration it would take "
+            f"{ideal:.0f} ms: {result.slowdown:.2f}x as long as the ideal (slowdown S)."
+        )
+    else:
+        first = (
+            f"The measured step is {measured:.0f} ms; replaying its ops with their own durations gives "
+            f"{realized:.0f} ms and with ideal durations {ideal:.0f} ms: {result.slowdown:.2f}x (slowdown S)."
+        )
+    rank, value = next(iter(result.by_rank.items()))
+    second = (
+        f"Rank {rank} costs the most: with only its own durations and the rest ideal the replay takes "
+        f"{value * ideal:.0f} ms instead of {ideal:.0f} ms"
     )
-    out = [headline]
+    if not analysis.is_optable:
+        second += f"; `tracekit stragglers {source}` prices it against the measured step"
+    return (first, second + ".")
+
+
+def findings(result: WhatIf, named: NamedComparison | None, stage_ranks: dict[str, list[int]] | None = None) -> list[str]:
+    """Plain sentences: each dimension's worst group, the last-stage and worst-worker shares, the named schedule."""
+    stage_ranks = stage_ranks or {}
+    ideal = result.ideal_ms.mean()
+    out = []
     dimensions = [("op type", result.by_optype), ("stage", result.by_stage), ("rank", result.by_rank)]
     if len(result.by_dp_rank) > 1:
         dimensions.insert(1, ("data-parallel replica (dp_rank)", result.by_dp_rank))
     for dimension, values in dimensions:
         group, value = next(iter(values.items()))
+        named_group = _group_words(f"stage {group}", stage_ranks) if dimension == "stage" else str(group)
         out.append(
-            f"worst {dimension}: {group}; with only its real durations the step would take "
-            f"{value * ideal:.0f} ms instead of {ideal:.0f} ms (S = {value:.3f})"
+            f"worst {dimension}: {named_group}; with only its own durations the replay would take "
+            f"{value * ideal:.0f} ms instead of {ideal:.0f} ms (S = {value:.2f})"
         )
-    for name, item in (("M_S", result.ms), ("M_W", result.mw)):
+    for name, item in (("last-stage share (M_S)", result.ms), ("worst-worker share (M_W)", result.mw)):
+        saved = item.realized_ms - item.removed_ms
         out.append(
-            f"{name} = {item.removed_share:.0%}: typical durations on {item.group} would take the step from "
-            f"{item.realized_ms:.0f} ms to {item.removed_ms:.0f} ms"
+            f"{name} {item.removed_share:.0%}: {_group_words(item.group, stage_ranks)} at ideal durations "
+            f"saves {saved:.0f} ms of the replay's {item.realized_ms:.0f} ms"
         )
     if named is not None:
         out.append(
-            f"{named.schedule} at typical costs predicts {named.predicted_ms:.0f} ms, this run's own order at the "
-            f"same costs {named.typical_ms:.0f} ms; of the {named.gain_lost_ms:.0f} ms lost, "
+            f"{named.schedule} at ideal costs predicts {named.predicted_ms:.0f} ms, the ideal (this run's own "
+            f"order at the same costs) {named.typical_ms:.0f} ms; of the {named.gain_lost_ms:.0f} ms lost, "
             f"stragglers cost {named.stragglers_ms:.0f} ms, exposed communication and the rest "
             f"{named.exposed_comm_and_rest_ms:.0f} ms, and the realized order against the named one "
             f"{named.order_ms:.0f} ms (the gap between the two references)"
@@ -185,7 +239,7 @@ def whatif_payload(analysis: RunAnalysis) -> dict[str, Any]:
         "rank_savings": rank_savings(analysis),
         "named_schedule": named_json(named),
         **clock_fields(analysis),
-        "findings": findings(result, named),
+        "findings": findings(result, named, _stage_ranks(analysis)),
         "definitions": definitions(analysis),
     }
 
@@ -196,10 +250,11 @@ def whatif_result(analysis: RunAnalysis, name: str) -> Result:
     result = analysis.whatif
     tables = [
         Table(
-            title=f"{name}: S = {payload['slowdown']:.3f}",
-            frame=attribution_table(result),
-            notes=tuple(f"{k}: {v}" for k, v in payload["definitions"].items()) + tuple(payload["findings"]),
+            title=f"{name}: slowdown (S) with only each group's own durations, the rest ideal",
+            frame=attribution_table(result, _stage_ranks(analysis)),
+            notes=tuple(payload["findings"]),
             name="attribution",
+            headers={"slowdown": "S", "on_ranks": "on rank"},
         ),
         Table(title="steps (ms)", frame=step_table(result), name="steps", shown=False),
         Table(title="per-step attribution", frame=result.per_step, name="per_step", shown=False),
@@ -209,6 +264,11 @@ def whatif_result(analysis: RunAnalysis, name: str) -> Result:
         tables.append(
             Table(title="clock offsets", frame=analysis.realized.alignment.offsets, name="clock", shown=False)
         )
+    payload["headline"] = list(headline(result, analysis, name))
     return Result(
-        payload=payload, tables=tuple(tables), warnings=case_warnings(analysis) + analysis.named_warnings
+        payload=payload,
+        tables=tuple(tables),
+        warnings=case_warnings(analysis) + analysis.named_warnings,
+        headline=tuple(payload["headline"]),
+        definitions=tuple(f"{k}: {v}" for k, v in DEFINITIONS.items()),
     )

@@ -103,11 +103,11 @@ def _with_kind(stage_microbatch: tuple[int, int], kind: Kind) -> tuple[int, Kind
 def dualpipe(num_ranks: int, num_microbatches: int) -> Schedule:
     """DualPipe on ``num_ranks`` ranks (even): two directions, two stage copies per rank."""
     require_positive("dualpipe", pp=num_ranks, microbatches=num_microbatches)
-    require(num_ranks % 2 == 0, "dualpipe", f"--pp must be even, got {num_ranks}")
+    require(num_ranks % 2 == 0, "dualpipe", f"the pipeline ranks (pp) must be even, got {num_ranks}")
     require(
         num_microbatches % 2 == 0 and num_microbatches >= 2 * num_ranks,
         "dualpipe",
-        f"--microbatches must be even and >= 2 * pp = {2 * num_ranks}, got {num_microbatches}",
+        f"micro-batches must be even and at least 2 x pp = {2 * num_ranks}, got {num_microbatches}",
     )
     half = num_microbatches // 2
     ranks: list[tuple[Step, ...]] = []
@@ -136,7 +136,7 @@ def dualpipev(num_ranks: int, num_microbatches: int) -> Schedule:
     require(
         num_microbatches >= 2 * num_ranks,
         "dualpipev",
-        f"--microbatches must be >= 2 * pp = {2 * num_ranks}, got {num_microbatches}",
+        f"micro-batches must be at least 2 x pp = {2 * num_ranks}, got {num_microbatches}",
     )
     num_stages = 2 * num_ranks
     ranks: list[tuple[Step, ...]] = []

@@ -6,7 +6,8 @@ dependency's end, plus ``costs.comm`` when the dependency ran on another rank. T
 the next stage's backward, or the loss; W needs I); an overlapped pair needs what both its halves
 need and runs as one step. The schedule becomes arrays (one node per step, rank-major, each rank a
 lane of ``tracekit.schedule.timing``) and the timing core replays it. When no rank can move, the
-schedule deadlocks and ``ScheduleDeadlock`` shows a rank-by-step grid around the stuck steps.
+schedule deadlocks and ``ScheduleDeadlock`` says which steps are stuck (``tracekit.present`` draws
+the grid around them).
 Metrics live in ``metrics``, not here.
 """
 
@@ -36,7 +37,21 @@ TIMELINE_SCHEMA: dict[str, pl.DataType] = {
 
 
 class ScheduleDeadlock(ScheduleError):
-    """No rank can run its next step: each waits on a step that never runs first."""
+    """No rank can run its next step: each waits on a step that never runs first.
+
+    ``done[r]`` is how many of rank r's steps ran; ``tracekit.present.schedule.deadlock_grid``
+    draws them as a rank-by-step grid.
+    """
+
+    def __init__(self, schedule: Schedule, done: list[int]) -> None:
+        self.schedule = schedule
+        self.done = tuple(done)
+        stuck = ", ".join(
+            f"rank {rank} at step {count} ({schedule.steps[rank][count]})"
+            for rank, count in enumerate(done)
+            if count < len(schedule.steps[rank])
+        )
+        super().__init__(f"{schedule.name} deadlocks: no rank can run its next step; stuck: {stuck}")
 
 
 @dataclass(frozen=True)
@@ -177,28 +192,5 @@ def simulate(schedule: Schedule, costs: Costs) -> Timeline:
     except DependencyCycle as cycle:
         # in-rank edges make what ran a prefix of each rank's steps
         ran = [int(cycle.ran[offsets[r] : offsets[r + 1]].sum()) for r in range(schedule.num_ranks)]
-        raise ScheduleDeadlock(_deadlock_report(schedule, ran)) from None
+        raise ScheduleDeadlock(schedule, ran) from None
     return Timeline(schedule, costs, times.start.tolist(), times.end.tolist(), offsets.tolist())
-
-
-def _deadlock_report(schedule: Schedule, done: list[int], before: int = 4, after: int = 2) -> str:
-    """A rank-by-step grid around the first stuck step of each rank: ``[x]`` marks it, ``.`` not run."""
-    stuck = [d for rank, d in enumerate(done) if d < len(schedule.steps[rank])]
-    low = max(0, min(stuck) - before)
-    high = max(stuck) + after + 1
-    width = max(len(str(step)) for steps in schedule.steps for step in steps[low:high]) + 3
-    header = "step".ljust(8) + "".join(str(i).ljust(width) for i in range(low, high))
-    lines = [header]
-    for rank, steps in enumerate(schedule.steps):
-        cells = []
-        for i in range(low, min(high, len(steps))):
-            text = str(steps[i])
-            cells.append(
-                (f"[{text}]" if i == done[rank] else text if i < done[rank] else f".{text}").ljust(width)
-            )
-        state = "done" if done[rank] >= len(steps) else f"stuck at step {done[rank]}"
-        lines.append(f"rank {rank}".ljust(8) + "".join(cells) + f"({state})")
-    return (
-        f"{schedule.name} deadlocks: no rank can run its next step "
-        "([x] = stuck step, . = not run, plain = done)\n" + "\n".join(lines)
-    )

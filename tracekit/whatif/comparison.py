@@ -1,4 +1,4 @@
-"""Every known schedule simulated at this run's P and typical costs: the dashboard's comparison sweep.
+"""Every known schedule simulated at this run's P and ideal costs: the dashboard's comparison sweep.
 
 The costs are the one ideal (``tracekit.analysis.ideal.stage_costs``) turned into one rank's share
 of the model (``tracekit.schedule.sweep.ShareCosts``): per kind, the mean ideal over the stages,
@@ -22,7 +22,7 @@ from tracekit.schedule.costs import Costs
 from tracekit.schedule.sweep import SWEEP_SCHEMA, ShareCosts, sweep
 
 COMPARISON_DEFINITION = (
-    "each schedule at typical costs (this run's ideal durations, one cost per rank share) is the second "
+    "each schedule at ideal costs (this run's ideal durations, one cost per rank share) is the second "
     "reference: it differs from this run's ideal by the run's own order and per-stage imbalance; bubble "
     "fraction = mean over ranks of idle / makespan; a schedule with v stages per rank runs each stage at the "
     "share's cost / v"
@@ -70,7 +70,7 @@ def share_costs(costs: Costs, stages_per_rank: float) -> tuple[ShareCosts, str]:
         raise TracekitError("the run measured no forward to cost the comparison")
     share = ShareCosts(f=f, b=i, w=w, fb=None if math.isnan(fb) else fb)
     text = (
-        f"typical costs per rank share from this run's ideal durations: F {f:.3g} ms, I {i:.3g} ms, W {w:.3g} ms"
+        f"ideal costs per rank share from this run's ideal durations: F {f:.3g} ms, I {i:.3g} ms, W {w:.3g} ms"
         + (f", F&B {fb:.3g} ms" if not math.isnan(fb) else "")
     )
     return share, text + assumption + "; no communication cost"

@@ -6,7 +6,7 @@ Two references, each clearly named:
   graph replayed with every op at its ideal duration (``ideal_ms``, the what-if's ideal step
   time); ``typical_ms`` is the same replay without gaps: this run's order at the costs the
   simulator is given;
-- *this schedule at typical costs* (``predicted_ms``): the schedule simulator's
+- *this schedule at ideal costs* (``predicted_ms``): the schedule simulator's
   (``tracekit.schedule``) step time for the schedule the run says it ran (manifest
   ``schedule.name``, ``pp_size``, ``microbatches``), with the same ideal durations per action kind
   and stage and no communication cost.
