@@ -39,7 +39,7 @@ from tracekit.analysis.pipelines import (
     pipeline_positions,
     resolve_groups,
 )
-from tracekit.analysis.marks import mark_actions
+from tracekit.whatif.marks import mark_actions
 from tracekit.analysis.realized import Clock, RealizedActions, RealizedSchedule, no_labels_error, realize
 from tracekit.analysis.utilization import rank_utilization, replica_utilization, step_utilization
 from tracekit.analysis.work import stage_work
@@ -396,7 +396,7 @@ class RunAnalysis:
     @cached_property
     def marked_actions(self) -> pl.DataFrame:
         """The realized actions with their replay node, critical-path place and ideal span
-        (``tracekit.analysis.marks.MARKED_SCHEMA``); TracekitError for an op-table."""
+        (``tracekit.whatif.marks.MARKED_SCHEMA``); TracekitError for an op-table."""
         nodes = self.replay.node_of_action
         if nodes is None:
             raise TracekitError("an op-table holds no realized actions to mark", self.source)
