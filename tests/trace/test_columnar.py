@@ -99,4 +99,5 @@ def test_integer_fields_written_as_text_read_as_before_in_both_readers(shared: P
     changed = fast.gather(list(range(0, len(events), 40)))
     assert set(changed["correlation"].to_list()) == {12, None}
     assert changed["pid"].to_list() == ["Spans"] * changed.height
-    assert fast["correlation"].drop_nulls().dtype == pl.Int64 and fast["correlation"].drop_nulls().len() > 1000
+    ids = fast["correlation"].drop_nulls()
+    assert ids.dtype == pl.Int64 and ids.len() > 1000
