@@ -81,3 +81,23 @@ def test_batched_reduce_and_false_cuts_beyond_the_decode_window(shared: Path, mo
     fast, slow = _both(text)
 
     assert fast.equals(slow) and fast.height == len(events)
+
+
+def test_integer_fields_written_as_text_read_as_before_in_both_readers(shared: Path, monkeypatch) -> None:
+    document = orjson.loads(gzip.decompress((shared / "traces" / SHARED_TRACES[1]).read_bytes()))
+    events = document["traceEvents"]
+    for index, event in enumerate(events[::40]):  # a text id in some slices: those decode as text, then cast
+        args = event.setdefault("args", {})
+        args["correlation"] = "12" if index % 2 else "not a number"
+        event["pid"] = "Spans"
+    text = orjson.dumps(document)
+    monkeypatch.setattr(columnar, "_CHUNK_BYTES", 20_000)
+
+    fast, slow = _both(text)
+
+    assert dict(fast.schema) == RAW_SCHEMA and fast.equals(slow)
+    changed = fast.gather(list(range(0, len(events), 40)))
+    assert set(changed["correlation"].to_list()) == {12, None}
+    assert changed["pid"].to_list() == ["Spans"] * changed.height
+    ids = fast["correlation"].drop_nulls()
+    assert ids.dtype == pl.Int64 and ids.len() > 1000
