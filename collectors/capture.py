@@ -41,6 +41,7 @@ import torch.distributed as dist
 from torch.autograd.profiler import record_function
 
 from collectors import hooks, labels
+from collectors.memory import rank_memory
 from collectors.files import (
     check_written,
     describe_os_error,
@@ -51,6 +52,7 @@ from collectors.files import (
 )
 from collectors.manifest import (
     RankEvalCalls,
+    RankMemory,
     RankMeta,
     RankStatus,
     RankSteps,
@@ -77,6 +79,8 @@ class CaptureConfig:
     """Identifier shared by the ranks of one ``tracekit record`` run; lets the merge skip stale sidecars."""
     schedule: ScheduleInfo | None = None
     """For custom loops: the schedule to record when no patched schedule describes itself."""
+    profile_memory: bool = True
+    """Record the profiler's memory events (docs/memory.md); TRACEKIT_PROFILE_MEMORY=0 turns them off."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out_dir", Path(self.out_dir))
@@ -90,7 +94,8 @@ class CaptureConfig:
         if not out:
             return None
         first, stop = parse_steps(environ.get("TRACEKIT_STEPS", DEFAULT_STEPS))
-        return cls(Path(out), first, stop, environ.get("TRACEKIT_RUN_ID") or None)
+        memory = environ.get("TRACEKIT_PROFILE_MEMORY", "1") != "0"
+        return cls(Path(out), first, stop, environ.get("TRACEKIT_RUN_ID") or None, profile_memory=memory)
 
     def wants(self, step_index: int) -> bool:
         """True when step ``step_index`` is in the window."""
@@ -130,6 +135,7 @@ class Recorder:
     """Forward-only calls that ran while the profiler was on (left out of the captured steps)."""
     _eval_calls_seen: int = 0
     _located: bool = False
+    _memory: RankMemory | None = None
 
     def begin_eval(self) -> None:
         """A forward-only call (evaluation) starts: not a training step; labels pause until it ends."""
@@ -333,7 +339,12 @@ class Recorder:
         if torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         try:
-            profiler = torch.profiler.profile(activities=activities, record_shapes=False, with_stack=False)
+            profiler = torch.profiler.profile(
+                activities=activities,
+                record_shapes=False,
+                with_stack=False,
+                profile_memory=self.config.profile_memory,
+            )
             profiler.start()
         except Exception as error:  # noqa: BLE001 - e.g. another profiler already running
             self._fail(f"cannot start torch.profiler: {error!r}; training continues without a trace")
@@ -362,6 +373,7 @@ class Recorder:
         target = self.config.out_dir / name
         try:
             profiler.stop()
+            self._memory = rank_memory(self.config.profile_memory)
             with tempfile.TemporaryDirectory(prefix=".tracekit-", dir=self.config.out_dir) as scratch:
                 raw = Path(scratch) / "trace.json"
                 profiler.export_chrome_trace(str(raw))
@@ -422,6 +434,7 @@ class Recorder:
             schedule=self._schedule,
             started_unix_ns=self._started_unix_ns,
             written_unix_ns=time.time_ns(),
+            memory=self._memory,
         )
         write = overwrite_json if overwrite else write_json_atomic
         write(self.config.out_dir / sidecar_name(self._rank), to_json(meta))
