@@ -97,6 +97,27 @@ action, allocated bytes, what the schedule accounts for at that moment (paramete
 state, gradients allocated by then, activations in flight and the bytes the step started with
 beyond the model state) and the in-flight count (rank-share units)."""
 
+DEFINITIONS: dict[str, str] = {
+    "allocated": "the device's allocated bytes after the last memory event; on CPU the profiler's total "
+    "(counted from the window's start) plus the sidecar's parameter and optimizer bytes",
+    "bytes_per_microbatch": "median over a stage's forwards of the bytes allocated during the forward and "
+    "still allocated at its end",
+    "in_flight": "micro-batches whose forward started and whose backward for inputs (B or I) has not ended, "
+    "summed over the rank's stages, divided by the schedule's stages per rank",
+    "peak": "most allocated bytes between the step's first action start and last action end",
+    "parts": "at the peak: parameters, gradients (stages with a backward started), optimizer state, "
+    "activations (in flight x bytes per micro-batch), kept (forwards' bytes past their backward), "
+    "rest (the remainder: batch, buffers, transients)",
+    "predicted": "the planner's formula (tracekit.planner.memory.rank_bytes): parameters + gradients + "
+    "optimizer + simulated peak in flight x bytes per micro-batch x stages per rank + reserve (bytes the "
+    "step started with beyond the model state, plus the median backward's workspace)",
+    "differing_part": "when the peak is more than 10% off the prediction: the part whose measured value is "
+    "farthest from its predicted one",
+    "holds_more_than_schedule": "more micro-batches in flight than the simulator's peak, or a forward's "
+    "bytes outliving its step by half a micro-batch more than the stage's other micro-batches",
+}
+"""Every memory figure's definition, quoted by ``tracekit report``, the dashboard and docs/memory.md."""
+
 TOLERANCE = 0.10
 """A peak within this fraction of its prediction names no differing part."""
 EXTRA_KEPT_FRACTION = 0.5

@@ -60,6 +60,11 @@ class Memory:
     """What a reader must know: no memory events, no simulated peaks and why, ranks left out."""
 
 
+def no_memory(note: str) -> Memory:
+    """A run's memory when there is none to measure, saying why."""
+    return _empty((note,))
+
+
 def _empty(notes: tuple[str, ...]) -> Memory:
     return Memory(
         False,

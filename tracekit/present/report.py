@@ -14,6 +14,7 @@ import polars as pl
 from tracekit.gpu.analysis import GpuAnalysis
 from tracekit.gpu.hta_compat import HTA_VERSION, HtaBreakdown
 from tracekit.present.common import facts_json, in_ms, notes_of
+from tracekit.present.memory import absent_note, memory_payload, memory_tables
 from tracekit.present.result import Result, Table
 from tracekit.run_analysis import RunAnalysis
 from tracekit.schedule.action import KIND_CODES
@@ -208,6 +209,7 @@ def report_payload(analysis: RunAnalysis) -> dict[str, Any]:
         **head,
         **body,
         "gpu": gpu_payload(gpu) if gpu is not None else None,
+        "memory": memory_payload(analysis) if analysis.has_schedule_labels else None,
         "warnings": list(report_warnings(analysis)),
     }
 
@@ -225,8 +227,12 @@ def report_result(analysis: RunAnalysis, name: str) -> Result:
         clock = f"times in ms on the {analysis.clock.value.upper()} clock"
         tables += [
             Table(
-                title=title, frame=rank_table(analysis), notes=notes_of(DEFINITIONS) + (clock,), name="ranks"
+                title=title,
+                frame=rank_table(analysis),
+                notes=notes_of(DEFINITIONS) + (clock,) + absent_note(analysis),
+                name="ranks",
             ),
+            *memory_tables(analysis),
             Table(
                 title=f"{analysis.pipelines.replicas} data-parallel replicas (pipeline groups from "
                 f"{analysis.pipelines.source}), times in ms",
