@@ -17,8 +17,10 @@ schedule (``tracekit.analysis.memory_ideal``). Every definition below is quoted 
   (divided by the schedule's stages per rank, as ``tracekit.schedule.metrics.peak_activations``).
 - **kept past its backward**: bytes a forward allocated that are still allocated after its
   micro-batch's backward (B or I) ended; a stage's usual amount is the median over its
-  micro-batches; a micro-batch keeping at least half a micro-batch's bytes more than that is an
-  **extra activation** held: more than the schedule needs.
+  micro-batches. A micro-batch whose forward leaves at least half a micro-batch's bytes more
+  allocated into the rank's next step (never freed, in the window's last step) than the least any
+  other micro-batch of that stage and step leaves is an **extra activation** held: more than the
+  schedule needs.
 - per step, **peak**: the most allocated between the step's first action start and last action end;
   its **parts** at that moment: parameters, gradients (the stages with a backward started by then),
   optimizer state, **activations** (in flight x bytes per micro-batch, per stage), **kept**
@@ -113,8 +115,9 @@ DEFINITIONS: dict[str, str] = {
     "step started with beyond the model state, plus the median backward's workspace)",
     "differing_part": "when the peak is more than 10% off the prediction: the part whose measured value is "
     "farthest from its predicted one",
-    "holds_more_than_schedule": "more micro-batches in flight than the simulator's peak, or a forward's "
-    "bytes outliving its step by half a micro-batch more than the stage's other micro-batches",
+    "holds_more_than_schedule": "more micro-batches in flight than the simulator's peak, or a forward "
+    "leaving half a micro-batch's bytes more into the next step than the least its stage's other "
+    "micro-batches of that step leave",
 }
 """Every memory figure's definition, quoted by ``tracekit report``, the dashboard and docs/memory.md."""
 
@@ -267,13 +270,13 @@ def _stage_frame(rank: int, fw: _Forwards, state: dict[int, tuple[int, int, int,
         mask = fw.stage == stage
         per_mb = int(np.median(fw.held[mask])) if mask.any() else 0
         usual = int(np.median(fw.kept[mask])) if mask.any() else 0
-        # Per step: a micro-batch whose forward's bytes outlive the step, beyond what the stage's
-        # micro-batches of that step usually leave behind (the last stage's kept outputs).
+        # Per step: a micro-batch whose forward's bytes outlive the step, beyond the least any of
+        # the stage's micro-batches of that step leaves behind (the last stage's kept outputs).
         extra = np.zeros(int(mask.sum()), np.int64)
         steps_here = fw.step[mask]
         for step in set(steps_here.tolist()):
             outlived = fw.outlived[mask][steps_here == step]
-            extra[steps_here == step] = outlived - int(np.median(outlived))
+            extra[steps_here == step] = outlived - int(outlived.min())
         over = extra >= max(EXTRA_KEPT_FRACTION * per_mb, 1)
         params, param_bytes, grad_bytes, optimizer_bytes = state.get(stage, (None, None, None, None))
         values = (
@@ -496,7 +499,8 @@ def _finding(step: dict, stages: pl.DataFrame, held_more: bool, near: bool) -> s
     for row in noted.iter_rows(named=True):
         said.append(
             f"stage {row['stage']} keeps {mib(row['kept_per_microbatch'])} of every micro-batch's forward "
-            "past its backward (outputs held to the step's end), which the schedule does not count"
+            "past its backward for inputs (held for a later W, a pending send or the step's output), "
+            "which the in-flight count does not cover"
         )
     if step["differing_part"] is not None:
         said.append(
