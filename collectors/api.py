@@ -78,6 +78,7 @@ class Capture:
         *,
         schedule: ScheduleInfo | None = None,
         patch: bool = True,
+        profile_memory: bool = True,
     ) -> None:
         if isinstance(steps, str):
             first, stop = parse_steps(steps)
@@ -87,7 +88,8 @@ class Capture:
             if steps.step != 1:
                 raise ValueError("steps must be a contiguous range")
             first, stop = steps.start, steps.stop
-        self.config = CaptureConfig(Path(out_dir), first, stop, os.environ.get("TRACEKIT_RUN_ID"), schedule)
+        run_id = os.environ.get("TRACEKIT_RUN_ID")
+        self.config = CaptureConfig(Path(out_dir), first, stop, run_id, schedule, profile_memory)
         self.recorder = Recorder(self.config)
         self._patch = patch
         self._previous: Recorder | None = None

@@ -41,7 +41,6 @@ import torch.distributed as dist
 from torch.autograd.profiler import record_function
 
 from collectors import hooks, labels
-from collectors.memory import rank_memory
 from collectors.files import (
     check_written,
     describe_os_error,
@@ -60,6 +59,7 @@ from collectors.manifest import (
     sidecar_name,
     trace_name,
 )
+from collectors.memory import rank_memory
 from collectors.stopping import SignalGuard
 from collectors.typed_json import to_json
 from collectors.window import DEFAULT_STEPS, parse_steps

@@ -35,9 +35,10 @@ def _tensor_bytes(value: object) -> int:
 def _optimizer_state_bytes() -> dict[int, int]:
     """id(parameter) -> bytes of the tensors the live optimizers keep for it."""
     held: dict[int, int] = {}
-    for obj in gc.get_objects():
-        if not isinstance(obj, torch.optim.Optimizer):
-            continue
+    # type(), not isinstance(): isinstance reads __class__, which some module proxies (torch's
+    # deprecated ``distributed.reduce_op``) answer with a warning.
+    optimizers = [obj for obj in gc.get_objects() if issubclass(type(obj), torch.optim.Optimizer)]
+    for obj in optimizers:
         for parameter, state in obj.state.items():
             values = state.values() if isinstance(state, dict) else ()
             held[id(parameter)] = held.get(id(parameter), 0) + sum(_tensor_bytes(v) for v in values)
