@@ -469,7 +469,7 @@ def build_page(analysis: RunAnalysis, config: DashboardConfig | None = None) -> 
             timeline = from_realized(shown, int(shown["start_ns"].min()))  # type: ignore[arg-type]
             sections.append(rank_section(analysis, timeline, step, config.costliest_ranks))
         memory = analysis.memory
-        last_step = None if memory.steps.is_empty() else int(memory.steps["step"].max())  # type: ignore[arg-type]
+        last_step = None if memory.steps.is_empty() else int(memory.steps["step"].max())  # type: ignore
         sections.append(memory_section(memory.timeline, memory.ranks, last_step, memory.notes))
         try:
             warnings += case_warnings(analysis)

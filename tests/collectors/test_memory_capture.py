@@ -52,7 +52,9 @@ def test_1f1b_holds_4_3_2_1_microbatches_as_the_simulator(captured_run: Callable
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
-def test_in_flight_peaks_equal_the_simulated_ones(captured_run: Callable[[str], Recorded], schedule: str) -> None:
+def test_in_flight_peaks_equal_the_simulated_ones(
+    captured_run: Callable[[str], Recorded], schedule: str
+) -> None:
     memory = _analysis(captured_run(schedule).out_dir).memory
     assert memory.recorded and memory.simulated is not None and memory.simulated.startswith("named")
     ranks = memory.ranks.sort("rank")

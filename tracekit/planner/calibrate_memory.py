@@ -79,7 +79,8 @@ def memory_calibration(
             factor = statistics.median(ratios)
             training = replace(training, activation_bytes=training.activation_bytes * factor)
             notes.append(
-                f"activation bytes x {factor:.3g} (measured bytes per micro-batch / estimated, median over stages)"
+                f"activation bytes x {factor:.3g} "
+                "(measured bytes per micro-batch / estimated, median over stages)"
             )
     else:
         notes.append(

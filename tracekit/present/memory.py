@@ -47,7 +47,9 @@ def memory_frame(memory: Memory) -> pl.DataFrame:
 
 def memory_notes(memory: Memory) -> tuple[str, ...]:
     """The notes printed under the table: what the ideal is, how it was simulated, the run's notes."""
-    simulated = f"ideal in flight: the simulator's peak_activations ({memory.simulated})" if memory.simulated else ""
+    simulated = ""
+    if memory.simulated:
+        simulated = f"ideal in flight: the simulator's peak_activations ({memory.simulated})"
     definitions = tuple(f"{name}: {text}" for name, text in DEFINITIONS.items())
     return tuple(note for note in (simulated, *memory.notes) if note) + definitions
 
