@@ -34,7 +34,8 @@ def extra_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, tuple[
 
     def get(key: str, job: tuple[str, ...]) -> Recorded:
         if key not in runs:
-            runs[key] = record(tmp_path_factory.mktemp(f"memory-{key}"), example_job(*job))
+            out_dir = tmp_path_factory.mktemp(f"memory-{key}")
+            runs[key] = record(out_dir, example_job(*job), timeout_s=300)
             assert runs[key].exit_code == 0, runs[key].stderr[-3000:]
         return runs[key]
 

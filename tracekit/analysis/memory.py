@@ -301,7 +301,7 @@ def _in_flight_changes(actions: pl.DataFrame, step: int) -> tuple[np.ndarray, np
     return changes["t"].to_numpy(), changes["stage"].to_numpy(), changes["change"].to_numpy()
 
 
-def workspace_bytes(actions: pl.DataFrame, event_ts: np.ndarray, allocated: np.ndarray) -> int:
+def workspace_bytes(actions: pl.DataFrame, event_ts: np.ndarray, allocated: np.ndarray, resident: int) -> int:
     """The most, over the backward kinds (B, I, W), of the median rise of allocated bytes within one
     action above its start: the transient workspace a backward needs on top of what is held."""
     medians = []
@@ -314,7 +314,7 @@ def workspace_bytes(actions: pl.DataFrame, event_ts: np.ndarray, allocated: np.n
         last = np.searchsorted(event_ts, end, side="right")
         rises = []
         for b, e in zip(before, last):
-            at_start = allocated[b] if b >= 0 else (allocated[0] - 0 if len(allocated) else 0)
+            at_start = allocated[b] if b >= 0 else resident
             inside = allocated[b + 1 : e]
             rises.append(max(int(inside.max()) - int(at_start), 0) if len(inside) else 0)
         medians.append(int(np.median(rises)))
@@ -341,7 +341,7 @@ def analyse_rank(inputs: RankInputs) -> RankFrames:
     reserved = events["reserved_bytes"].to_numpy()
     spr = max(inputs.stages_per_rank, 1)
     backward_starts = actions.filter(pl.col("kind").is_in(("B", "I", "W")))
-    workspace = workspace_bytes(actions, event_ts, allocated)
+    workspace = workspace_bytes(actions, event_ts, allocated, resident)
     step_rows: dict[str, list] = {name: [] for name in STEP_MEMORY_SCHEMA}
     timeline: list[pl.DataFrame] = []
     for step in sorted(actions["step"].unique().to_list()):
