@@ -13,9 +13,9 @@ from tracekit.trace.memory_events import MEMORY_EVENT_SCHEMA, read_memory_events
 
 
 def _trace(path: Path, events: list[dict], memory: bool = True) -> Path:
-    document = {"baseTimeNanoseconds": 1_000_000_000, "traceEvents": events}
-    if memory:
-        document["profile_memory"] = 1
+    # Kineto writes its header keys, profile_memory among them, before traceEvents.
+    document = {"baseTimeNanoseconds": 1_000_000_000, **({"profile_memory": 1} if memory else {})}
+    document["traceEvents"] = events
     path.write_bytes(gzip.compress(json.dumps(document).encode()))
     return path
 

@@ -478,8 +478,8 @@ PART_NAMES: dict[str, str] = {
 
 
 def mib(value: float) -> str:
-    """Bytes as MiB with one decimal, the unit every memory figure prints in."""
-    return f"{value / 2**20:.1f} MiB"
+    """Bytes as MiB with two decimals, the unit every memory figure prints in."""
+    return f"{value / 2**20:.2f} MiB"
 
 
 def _finding(step: dict, stages: pl.DataFrame, held_more: bool, near: bool) -> str | None:

@@ -96,7 +96,7 @@ def command(
         analysis = analyse(calibrate_dir)
         scale, notes = calibration_scale(spec, analysis.actions)
         spec, memory_notes = memory_calibration(spec, analysis.actions, analysis.memory.stages)
-        notes = notes + memory_notes
+        notes = memory_notes + notes
         hardware = hardware_notes(analysis.has_gpu, spec)
         for warning in hardware:
             click.echo(f"warning: {warning}", err=True)

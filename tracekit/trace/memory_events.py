@@ -31,6 +31,8 @@ when a memory figure is asked for. Times use the event table's clock: integer ns
 from __future__ import annotations
 
 import gc
+import gzip
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,11 +89,33 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+_HEADER_BYTES = 1 << 16
+"""How much of a trace's decompressed start ``_says_unrecorded`` reads: Kineto writes its header
+keys (``profile_memory`` among them) before ``traceEvents``."""
+
+
+def _says_unrecorded(path: Path) -> bool:
+    """True when the trace's header, read alone, ends at ``traceEvents`` without ``profile_memory``."""
+    try:
+        with path.open("rb") as raw:
+            magic = raw.read(2)
+            raw.seek(0)
+            stream = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw
+            head = stream.read(_HEADER_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return False  # the full read reports the fault
+    events_at = head.find(b'"traceEvents"')
+    return events_at >= 0 and b'"profile_memory"' not in head[:events_at]
+
+
 def read_memory_events(path: Path, rank: int, cut_ns: int | None = None) -> MemoryTrace:
     """The memory events of rank ``rank``'s trace at ``path``, before ``cut_ns`` when given.
 
     TracekitError naming the file for an unreadable trace or a memory event without its byte counts.
+    A trace whose header has no ``profile_memory`` is not parsed further: it recorded no memory.
     """
+    if _says_unrecorded(path):
+        return MemoryTrace(rank, False, pl.DataFrame(schema=MEMORY_EVENT_SCHEMA))
     text = read_bytes(path)
     enabled = gc.isenabled()
     gc.disable()  # a trace is hundreds of thousands of small dicts: collecting during the parse is waste
