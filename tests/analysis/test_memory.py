@@ -69,7 +69,7 @@ def test_in_flight_parts_and_bytes_per_microbatch() -> None:
 
 
 def test_a_forward_outliving_its_step_is_an_extra_activation() -> None:
-    leaky = [(2, MB, 25), (12, MB, 35), (3, MB, None)]  # F0 keeps a second copy past the step
+    leaky = [(2, MB, 25), (12, MB, 35), (3, 2 * MB, None)]  # F0 keeps copies of its tensors past the step
     frames = analyse_rank(_inputs(ACTIONS, _events(leaky)))
     row = rank_summary(frames, None)
     assert row["holds_more_than_schedule"] and "extra activation held" in row["finding"]

@@ -17,7 +17,7 @@ schedule (``tracekit.analysis.memory_ideal``). Every definition below is quoted 
   (divided by the schedule's stages per rank, as ``tracekit.schedule.metrics.peak_activations``).
 - **kept past its backward**: bytes a forward allocated that are still allocated after its
   micro-batch's backward (B or I) ended; a stage's usual amount is the median over its
-  micro-batches. A micro-batch whose forward leaves at least half a micro-batch's bytes more
+  micro-batches. A micro-batch whose forward leaves at least a whole micro-batch's bytes more
   allocated into the rank's next step (never freed, in the window's last step) than the least any
   other micro-batch of that stage and step leaves is an **extra activation** held: more than the
   schedule needs.
@@ -59,7 +59,7 @@ STAGE_BYTES_SCHEMA: dict[str, pl.DataType] = {
 }
 """Per rank and stage: sidecar state bytes (null without a sidecar), bytes one micro-batch holds
 (median over the forwards), bytes usually kept past a backward, and the largest extra kept by one
-micro-batch beyond that, with how many micro-batch instances kept at least half a micro-batch more."""
+micro-batch beyond that, with how many micro-batch instances kept at least a micro-batch more."""
 
 STEP_MEMORY_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -116,14 +116,14 @@ DEFINITIONS: dict[str, str] = {
     "differing_part": "when the peak is more than 10% off the prediction: the part whose measured value is "
     "farthest from its predicted one",
     "holds_more_than_schedule": "more micro-batches in flight than the simulator's peak, or a forward "
-    "leaving half a micro-batch's bytes more into the next step than the least its stage's other "
+    "leaving a whole micro-batch's bytes more into the next step than the least its stage's other "
     "micro-batches of that step leave",
 }
 """Every memory figure's definition, quoted by ``tracekit report``, the dashboard and docs/memory.md."""
 
 TOLERANCE = 0.10
 """A peak within this fraction of its prediction names no differing part."""
-EXTRA_KEPT_FRACTION = 0.5
+EXTRA_KEPT_FRACTION = 1.0
 """A micro-batch keeping this fraction of a micro-batch's bytes more than its stage usually keeps
 holds an extra activation."""
 KEPT_NOTED = 0.25
