@@ -96,10 +96,9 @@ def run_memory(
             "some ranks' sidecars hold no stage state bytes: their parameters, gradients and optimizer "
             "state are not separated from the rest, and no prediction is made"
         )
-    one_pipeline = (
-        actions.filter(pl.col("replica") == 0)
-        .with_columns(pl.col("rank").map_elements(pipeline_rank, return_dtype=pl.Int32()))
-    )
+    replica = actions.filter(pl.col("replica") == 0)
+    places = {rank: pipeline_rank(rank) for rank in replica["rank"].unique().to_list()}
+    one_pipeline = replica.with_columns(pl.col("rank").replace_strict(places, return_dtype=pl.Int32()))
     simulated, reason = simulated_peaks(run.manifest, one_pipeline)
     if reason is not None:
         notes.append(f"simulated peaks: {reason}")
