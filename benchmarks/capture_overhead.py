@@ -6,7 +6,8 @@ Runs the example job's pipeline (spawned gloo ranks on CPU) in two ways, alterna
 - ``with capture``: schedules patched and a capture window over the middle third of the steps.
   Steps before and after the window are ``idle`` (hooks installed, window closed: the cost every
   step of a captured job pays); steps inside it are ``capturing`` (torch.profiler on, every action
-  labelled).
+  labelled), once without the profiler's memory events and once with them (``profile_memory``,
+  the collector's default: docs/memory.md).
 
 ``idle`` and ``capturing`` come from the same run, seconds apart, so their ratio holds even on a
 shared machine whose load changes from run to run; ``off`` comes from its own run. Each step is
@@ -39,9 +40,12 @@ def _window(steps: int) -> range:
     return range(steps // 3, 2 * steps // 3)
 
 
-def _rank(rank: int, config: JobConfig, capture: bool, out_dir: str, results: mp.Queue) -> None:
+def _rank(
+    rank: int, config: JobConfig, capture: bool, memory: bool, out_dir: str, results: mp.Queue
+) -> None:
     init_rank(rank, config.ranks)
-    capturing = Capture(out_dir, steps=_window(config.steps), patch=True) if capture else None
+    window = _window(config.steps)
+    capturing = Capture(out_dir, steps=window, patch=True, profile_memory=memory) if capture else None
     if capturing is not None:
         capturing.__enter__()
     train = make_trainer(config, rank)
@@ -57,7 +61,7 @@ def _rank(rank: int, config: JobConfig, capture: bool, out_dir: str, results: mp
     results.put((rank, wall_s, cpu_s))
 
 
-def _spawn(config: JobConfig, capture: bool) -> tuple[list[float], list[float]]:
+def _spawn(config: JobConfig, capture: bool, memory: bool = False) -> tuple[list[float], list[float]]:
     """Per step: slowest rank's wall seconds, mean rank CPU seconds."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -65,7 +69,7 @@ def _spawn(config: JobConfig, capture: bool) -> tuple[list[float], list[float]]:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     results: mp.Queue = mp.get_context("spawn").Queue()
     with tempfile.TemporaryDirectory() as out_dir:
-        mp.spawn(_rank, args=(config, capture, out_dir, results), nprocs=config.ranks, join=True)
+        mp.spawn(_rank, args=(config, capture, memory, out_dir, results), nprocs=config.ranks, join=True)
         per_rank = [results.get() for _ in range(config.ranks)]
     wall = [max(wall_s[step] for _, wall_s, _ in per_rank) for step in range(config.steps)]
     cpu = [statistics.mean(cpu_s[step] for _, _, cpu_s in per_rank) for step in range(config.steps)]
@@ -79,6 +83,7 @@ def measure(config: JobConfig) -> dict[str, tuple[float, float]]:
     inside = list(window)[1:-1]
     off_wall, off_cpu = _spawn(config, capture=False)
     wall, cpu = _spawn(config, capture=True)
+    memory_wall, memory_cpu = _spawn(config, capture=True, memory=True)
 
     def medians(wall_s: list[float], cpu_s: list[float], steps: list[int]) -> tuple[float, float]:
         return statistics.median(wall_s[s] for s in steps) * 1e3, statistics.median(
@@ -90,6 +95,8 @@ def measure(config: JobConfig) -> dict[str, tuple[float, float]]:
         "off": medians(off_wall, off_cpu, list(range(SETUP_STEPS, config.steps))),
         "idle": medians(wall, cpu, idle),
         "capturing": capturing,
+        "memory idle": medians(memory_wall, memory_cpu, idle),
+        "memory": medians(memory_wall, memory_cpu, inside),
         "export": (wall[window.stop - 1] * 1e3 - capturing[0], 0.0),
     }
 
@@ -122,14 +129,20 @@ def main() -> None:
     runs = [measure(config) for _ in range(args.repeats)]
     best = {mode: (min(r[mode][0] for r in runs), min(r[mode][1] for r in runs)) for mode in runs[0]}
     print(f"{args.schedule}, {args.ranks} ranks, {args.microbatches} micro-batches, {os.cpu_count()} CPUs")
-    print(f"{'mode':<10} {'median step ms':>15} {'ratio to off':>13} {'CPU ms/rank':>12} {'CPU ratio':>10}")
-    for mode in ("off", "idle", "capturing"):
+    print(f"{'mode':<12} {'median step ms':>15} {'ratio to off':>13} {'CPU ms/rank':>12} {'CPU ratio':>10}")
+    for mode in ("off", "idle", "capturing", "memory idle", "memory"):
         wall, cpu = best[mode]
         print(
-            f"{mode:<10} {wall:>15.1f} {wall / best['off'][0]:>13.3f} {cpu:>12.1f} {cpu / best['off'][1]:>10.3f}"
+            f"{mode:<12} {wall:>15.1f} {wall / best['off'][0]:>13.3f} {cpu:>12.1f} {cpu / best['off'][1]:>10.3f}"
         )
     ratios = [r["capturing"][0] / r["idle"][0] for r in runs]
     print(f"capturing / idle, same run (wall): {', '.join(f'{ratio:.3f}' for ratio in ratios)}")
+    memory_ratios = [r["memory"][0] / r["memory idle"][0] for r in runs]
+    print("capturing with memory / idle, same run (wall): " + ", ".join(f"{r:.3f}" for r in memory_ratios))
+    points = ", ".join(f"{100 * (m - c):+.1f}" for m, c in zip(memory_ratios, ratios))
+    cpu_points = 100 * (best["memory"][1] - best["capturing"][1]) / best["off"][1]
+    print(f"memory recording adds (wall, percentage points of the idle step, per repeat): {points}")
+    print(f"memory recording adds (CPU, percentage points of the off step, best of repeats): {cpu_points:+.1f}")
     print(f"trace export + gzip, once per capture (slowest rank): {best['export'][0]:.0f} ms")
     print(f"idle cost of one labelled action (window closed): {idle_label_ns():.0f} ns")
 

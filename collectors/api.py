@@ -80,6 +80,7 @@ class Capture:
         *,
         schedule: ScheduleInfo | None = None,
         patch: bool = True,
+        profile_memory: bool = True,
     ) -> None:
         if isinstance(steps, str):
             first, stop = parse_steps(steps)
@@ -90,7 +91,13 @@ class Capture:
                 raise ValueError("steps must be a contiguous range")
             first, stop = steps.start, steps.stop
         self.config = CaptureConfig(
-            Path(out_dir), first, stop, os.environ.get("TRACEKIT_RUN_ID"), schedule, staged=True
+            Path(out_dir),
+            first,
+            stop,
+            os.environ.get("TRACEKIT_RUN_ID"),
+            schedule,
+            profile_memory=profile_memory,
+            staged=True,
         )
         self.recorder = Recorder(self.config)
         self._patch = patch

@@ -54,6 +54,7 @@ from collectors.manifest import (
     INCOMING_PREFIX,
     RUN_ID_METADATA,
     RankEvalCalls,
+    RankMemory,
     RankMeta,
     RankStatus,
     RankSteps,
@@ -61,6 +62,7 @@ from collectors.manifest import (
     sidecar_name,
     trace_name,
 )
+from collectors.memory import rank_memory
 from collectors.stopping import SignalGuard
 from collectors.typed_json import to_json
 from collectors.window import DEFAULT_STEPS, parse_steps
@@ -84,6 +86,8 @@ class CaptureConfig:
     """Write into ``out_dir/.tracekit-incoming-RUNID`` and move each rank's files into ``out_dir``
     (an earlier run's files aside) once its trace is written: ``collectors.Capture``, which no
     ``tracekit record`` does this for."""
+    profile_memory: bool = True
+    """Record the profiler's memory events (docs/memory.md); TRACEKIT_PROFILE_MEMORY=0 turns them off."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out_dir", Path(self.out_dir))
@@ -97,7 +101,8 @@ class CaptureConfig:
         if not out:
             return None
         first, stop = parse_steps(environ.get("TRACEKIT_STEPS", DEFAULT_STEPS))
-        return cls(Path(out), first, stop, environ.get("TRACEKIT_RUN_ID") or None)
+        memory = environ.get("TRACEKIT_PROFILE_MEMORY", "1") != "0"
+        return cls(Path(out), first, stop, environ.get("TRACEKIT_RUN_ID") or None, profile_memory=memory)
 
     def wants(self, step_index: int) -> bool:
         """True when step ``step_index`` is in the window."""
@@ -137,6 +142,7 @@ class Recorder:
     """Forward-only calls that ran while the profiler was on (left out of the captured steps)."""
     _eval_calls_seen: int = 0
     _located: bool = False
+    _memory: RankMemory | None = None
 
     def begin_eval(self) -> None:
         """A forward-only call (evaluation) starts: not a training step; labels pause until it ends."""
@@ -355,7 +361,12 @@ class Recorder:
         if torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         try:
-            profiler = torch.profiler.profile(activities=activities, record_shapes=False, with_stack=False)
+            profiler = torch.profiler.profile(
+                activities=activities,
+                record_shapes=False,
+                with_stack=False,
+                profile_memory=self.config.profile_memory,
+            )
             profiler.start()
         except Exception as error:  # noqa: BLE001 - e.g. another profiler already running
             self._fail(f"cannot start torch.profiler: {error!r}; training continues without a trace")
@@ -387,6 +398,7 @@ class Recorder:
         shown = self.config.out_dir / name  # what the user asked for, not the hidden staging path
         try:
             profiler.stop()
+            self._memory = rank_memory(self.config.profile_memory)
             with tempfile.TemporaryDirectory(prefix=".tracekit-", dir=self._write_dir) as scratch:
                 raw = Path(scratch) / "trace.json"
                 profiler.export_chrome_trace(str(raw))
@@ -465,6 +477,7 @@ class Recorder:
             schedule=self._schedule,
             started_unix_ns=self._started_unix_ns,
             written_unix_ns=time.time_ns(),
+            memory=self._memory,
         )
         write = overwrite_json if overwrite else write_json_atomic
         write(self._write_dir / sidecar_name(self._rank), to_json(meta))

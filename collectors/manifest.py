@@ -173,6 +173,36 @@ class RankEvalCalls:
 
 
 @dataclass(frozen=True)
+class StageMemory:
+    """What one stage module's state takes, counted once as the capture's trace is written (``collectors.memory``)."""
+
+    stage: int
+    """Global stage index."""
+    params: int
+    """Parameters of the stage module (shared ones once)."""
+    param_bytes: int
+    """Bytes of those parameters' data."""
+    grad_bytes: int
+    """Bytes of their gradients: one per parameter that requires grad, at its dtype."""
+    optimizer_bytes: int
+    """Bytes of the tensors any live ``torch.optim.Optimizer`` keeps in its state for them."""
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """How a rank's memory was recorded, its device's capacity and its stages' state bytes."""
+
+    profile_memory: bool
+    """True when the profiler recorded memory events (``[memory]`` instants) in the window."""
+    device: str
+    """``cpu`` or the CUDA device the rank computed on (``cuda:0``)."""
+    capacity_bytes: int | None = None
+    """The device's memory (CUDA ``total_memory``); None on CPU, whose memory the host's ranks share."""
+    stages: tuple[StageMemory, ...] = ()
+    """One entry per stage module of this rank the collector saw (patched schedules)."""
+
+
+@dataclass(frozen=True)
 class RankMeta:
     """``rank{r}.meta.json``: what one rank knows of its capture; rewritten as its status changes."""
 
@@ -213,6 +243,9 @@ class RankMeta:
     """When the window opened (wall clock)."""
     written_unix_ns: int | None = None
     """When this sidecar was written (wall clock)."""
+    memory: RankMemory | None = None
+    """How memory was recorded and the stages' state bytes; written with the trace (None before,
+    and in captures older than memory recording)."""
 
 
 @dataclass(frozen=True)
@@ -418,6 +451,8 @@ __all__ = [
     "RunSteps",
     "ScheduleInfo",
     "SchemaError",
+    "StageMemory",
+    "RankMemory",
     "StageWork",
     "parse_manifest",
     "parse_rank_meta",

@@ -26,6 +26,14 @@ from collectors.files import report
 from collectors.manifest import StageWork
 
 _counted: weakref.WeakKeyDictionary[nn.Module, tuple[int, int, int]] = weakref.WeakKeyDictionary()
+_stage_modules: dict[int, weakref.ref[nn.Module]] = {}
+"""Global stage -> the module last counted for it: what ``collectors.memory`` weighs at the window's end."""
+
+
+def stage_modules() -> dict[int, nn.Module]:
+    """The stage modules counted in this process and still alive, by global stage."""
+    alive = {stage: ref() for stage, ref in _stage_modules.items()}
+    return {stage: module for stage, module in sorted(alive.items()) if module is not None}
 
 
 def _count(module: nn.Module) -> tuple[int, int, int]:
@@ -52,6 +60,7 @@ def stage_work(stage: int, module: Any) -> StageWork | None:
         if counted is None:
             counted = _count(module)
             _counted[module] = counted
+            _stage_modules[stage] = weakref.ref(module)
     except Exception as error:  # noqa: BLE001 - an exotic module must not stop training
         report(f"cannot count the work of stage {stage}: {error!r}")
         return None

@@ -29,6 +29,8 @@ import polars as pl
 from collectors.manifest import Manifest, RunSchedule
 from dashboards.comparison import comparison_chart, from_sweep
 from dashboards.headline import headline
+from dashboards.memory import TITLE as MEMORY_TITLE
+from dashboards.memory import memory_section
 from dashboards.overlap import from_gpu_overlap, overlap_chart
 from dashboards.page import Page, Section, View
 from dashboards.rank_section import TITLE as RANKS_TITLE
@@ -81,6 +83,7 @@ SECTION_TITLES: dict[str, str] = {
     "utilization": "Utilization and bubble per rank",
     "overlap": "Communication / compute overlap",
     "stragglers": "Stragglers and what-if attribution",
+    "memory": MEMORY_TITLE,
     "comparison": "Schedule comparison",
 }
 """Section keys in page order, with their headings."""
@@ -311,6 +314,9 @@ def build_page(analysis: RunAnalysis, config: DashboardConfig | None = None) -> 
             shown = actions.filter(pl.col("step") == step)
             timeline = from_realized(shown, int(shown["start_ns"].min()))  # type: ignore[arg-type]
             sections.append(rank_section(analysis, timeline, step, config.costliest_ranks))
+        memory = analysis.memory
+        last_step = None if memory.steps.is_empty() else int(memory.steps["step"].max())  # type: ignore
+        sections.append(memory_section(memory.timeline, memory.ranks, last_step, memory.notes))
         try:
             warnings += case_warnings(analysis)
         except TracekitError:

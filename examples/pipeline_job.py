@@ -20,7 +20,10 @@ speed. ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
 DualPipe's ``overlaped_forward_backward`` hook; ``--crash-rank R --crash-step S`` makes rank R
 SIGKILL itself in the middle of step S, to see what a capture does with a dying rank;
 ``--eval-step S`` runs a forward-only call (torch's ``eval()``, DualPipe under ``no_grad``) right
-after training step S. ``deepseek-dualpipev`` needs DeepSeek's upstream DualPipe (PyPI 1.0.0
+after training step S. ``--leak-activation-rank R`` makes rank R keep one micro-batch's activations
+alive beyond what its schedule needs: its first stage module keeps a copy of every tensor one
+forward saves (the input and each layer's output), taken at its first forward of a step and
+replaced at the next step's, as a forgotten reference to a debugging tensor would. ``deepseek-dualpipev`` needs DeepSeek's upstream DualPipe (PyPI 1.0.0
 predates DualPipeV) first on PYTHONPATH.
 
 This is an example of a user's job, not part of the collector: it imports torch (and, for
@@ -109,6 +112,8 @@ class JobConfig:
     """Run one forward-only call (an evaluation) right after this training step, or None."""
     dp: int = 1
     """Data-parallel replicas of the pipeline; the job runs ``dp * ranks`` processes."""
+    leak_activation_rank: int | None = None
+    """Rank whose first stage module keeps one extra micro-batch's activations alive, or None."""
 
     @property
     def world_size(self) -> int:
@@ -132,7 +137,7 @@ class JobConfig:
             raise ValueError("--dp must be >= 1")
         if self.eval_step is not None and not 0 <= self.eval_step < self.steps:
             raise ValueError(f"--eval-step must be in 0..{self.steps - 1}")
-        for rank in (self.slow_rank, self.crash_rank):
+        for rank in (self.slow_rank, self.crash_rank, self.leak_activation_rank):
             if rank is not None and not 0 <= rank < self.world_size:
                 raise ValueError(f"rank {rank} is not in 0..{self.world_size - 1}")
         if self.overlap_hook and self.schedule not in DEEPSEEK:
@@ -219,14 +224,24 @@ class StageModule(nn.Module):
         self.spin = config.slow_how == "spin"
         self.crash_after_forwards = crash_after_forwards
         self.forwards = 0
+        self.leaks = False
+        """True: keep a copy of the tensors the step's first forward saves (``--leak-activation-rank``)."""
+        self.kept: list[torch.Tensor] = []
+        self.kept_this_step = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.forwards += 1
         if self.crash_after_forwards is not None and self.forwards > self.crash_after_forwards:
             # SIGKILL, not an exception: a rank lost to the OOM killer or a node failure runs no cleanup.
             os.kill(os.getpid(), signal.SIGKILL)
+        keep = self.leaks and not self.kept_this_step
+        held = [x.detach().clone()] if keep else []
         for layer in self.layers:
             x = torch.tanh(layer(x))
+            if keep:
+                held.append(x.detach().clone())
+        if keep:
+            self.kept, self.kept_this_step = held, True  # the previous step's copy is freed here
         if self.seconds_slower:
             x = _Delay.apply(x, self.seconds_slower, self.spin)
         return x
@@ -266,6 +281,7 @@ def _build_modules(config: JobConfig, rank: int) -> list[StageModule]:
             crash = config.crash_step * forwards_per_step + forwards_per_step // 2
         module_class = OverlappingStageModule if config.overlap_hook else StageModule
         modules.append(module_class(config, slower, crash))
+    modules[0].leaks = rank == config.leak_activation_rank
     return modules
 
 
@@ -351,6 +367,7 @@ def make_trainer(config: JobConfig, rank: int) -> Callable[[int], None]:
     def train(step: int) -> None:
         for module in modules:
             module.seconds_slower = slower if step >= config.slow_from_step else 0.0
+            module.kept_this_step = False
         optimizer.zero_grad()
         run_step(step, False)
         if dp_group is not None:
@@ -456,6 +473,12 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
         help="deepseek-dualpipe(v): run F&B chunks through one module hook",
     )
     parser.add_argument("--eval-step", type=int, default=None, help="a forward-only call after this step")
+    parser.add_argument(
+        "--leak-activation-rank",
+        type=int,
+        default=None,
+        help="this rank keeps one micro-batch's activations alive beyond its schedule's need",
+    )
     args = parser.parse_args(argv)
     try:
         return JobConfig(
@@ -477,6 +500,7 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
             overlap_hook=args.overlap_hook,
             eval_step=args.eval_step,
             dp=args.dp,
+            leak_activation_rank=args.leak_activation_rank,
         )
     except ValueError as error:
         parser.error(str(error))

@@ -8,6 +8,7 @@ run comes from the same frames:
       -> realized actions on one clock (``tracekit.analysis.realized``)
       -> utilization and bubbles, the replay case (dependency graph), the ideal
       -> stragglers, what-if, the critical path, the named-schedule comparison
+      -> memory per rank against the schedule (the labelled actions and each trace's memory events)
 
 ``tracekit report``, ``stragglers``, ``whatif``, ``dashboard`` and ``dashboards/`` read only this
 object; ``tracekit.present`` turns it into JSON payloads, tables and sentences. What the page
@@ -40,6 +41,8 @@ from tracekit.analysis.pipelines import (
     resolve_groups,
 )
 from tracekit.whatif.marks import mark_actions
+from tracekit.analysis.memory import NEAR_CAPACITY as NEAR_CAPACITY
+from tracekit.analysis.memory_run import Memory, no_memory, run_memory
 from tracekit.analysis.realized import Clock, RealizedActions, RealizedSchedule, no_labels_error, realize
 from tracekit.analysis.utilization import rank_utilization, replica_utilization, step_utilization
 from tracekit.analysis.work import stage_work
@@ -465,6 +468,19 @@ class RunAnalysis:
     def named_warnings(self) -> tuple[str, ...]:
         """Why there is no named-schedule comparison, when there is none."""
         return self._named[1]
+
+    @cached_property
+    def memory(self) -> Memory:
+        """Memory per rank and step beside the schedule's ideal (``tracekit.analysis.memory_run``).
+
+        Traces without memory events, runs without labels and op-tables give ``recorded`` False and
+        a note, never zeros.
+        """
+        if self.loaded is None:
+            return no_memory("no memory figures: an op-table or an actions frame holds no memory events")
+        if not self.has_schedule_labels:
+            return no_memory("no memory figures: the traces label no pipeline actions")
+        return run_memory(self.run, self.labelled.actions, self.pipelines.pipeline_rank)
 
     @property
     def manifest(self) -> Manifest | None:

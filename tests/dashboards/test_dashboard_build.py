@@ -137,6 +137,7 @@ def test_sample_run_with_a_straggler(tmp_path: Path) -> None:
         "utilization",
         "overlap",
         "stragglers",
+        "memory",
         "comparison",
     ]
     assert [view.key for view in page.views] == [

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tracekit.analysis.memory_run import NOT_RECORDED
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = REPO_ROOT / "sample_traces" / "1f1b"
 
@@ -39,7 +41,8 @@ def test_dashboard_writes_the_page_and_every_chart_as_png_and_svg(tmp_path: Path
     assert payload["out"] == str(out) and payload["bytes"] == out.stat().st_size
     assert payload["charts"] == ["timeline", "utilization", "stragglers", "whatif", "comparison"]
     assert payload["omitted"] == {
-        "overlap": "no GPU events in this run: communication / compute overlap needs GPU kernels"
+        "overlap": "no GPU events in this run: communication / compute overlap needs GPU kernels",
+        "memory": NOT_RECORDED,
     }
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     for chart in payload["charts"]:

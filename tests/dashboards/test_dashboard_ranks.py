@@ -30,6 +30,7 @@ def test_a_2048_rank_page_stays_under_10_mb_with_every_section(large) -> None:
         "utilization",
         "overlap",
         "stragglers",
+        "memory",
         "comparison",
     ]
     ranks = next(section for section in page.sections if section.key == "ranks")

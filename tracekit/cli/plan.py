@@ -10,6 +10,7 @@ import click
 from tracekit.cli.options import explain_option, wide_option
 from tracekit.cli.output import Format, emit
 from tracekit.planner.calibrate import calibration_scale, hardware_notes
+from tracekit.planner.calibrate_memory import memory_calibration
 from tracekit.planner.costs import UNSCALED
 from tracekit.planner.plan import plan
 from tracekit.planner.presets import MODELS
@@ -99,6 +100,8 @@ def command(
         # The calibration run's actions on its one clock, as every other command reads them.
         analysis = analyse(calibrate_dir)
         scale, notes = calibration_scale(spec, analysis.actions)
+        spec, memory_notes = memory_calibration(spec, analysis.actions, analysis.memory.stages)
+        notes = memory_notes + notes
         hardware = hardware_notes(analysis.has_gpu, spec)
         for warning in hardware:
             click.echo(f"warning: {warning}", err=True)

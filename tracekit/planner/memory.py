@@ -51,6 +51,21 @@ def rank_stages(schedule: Schedule) -> list[tuple[int, ...]]:
     return [tuple(sorted({action.stage for action in flatten(steps)})) for steps in schedule.steps]
 
 
+def rank_bytes(
+    params_bytes: float,
+    grads_bytes: float,
+    optimizer_bytes: float,
+    peak_activations: float,
+    saved_bytes: float,
+    stages_per_rank: int,
+    reserved_bytes: float,
+) -> float:
+    """One rank's memory, bytes: its state, plus the peak in-flight count times the mean saved bytes
+    of its stages times its stages per rank, plus the reserve (the module docstring's formula)."""
+    activations = peak_activations * saved_bytes * stages_per_rank
+    return params_bytes + grads_bytes + optimizer_bytes + activations + reserved_bytes
+
+
 def rank_memory(
     spec: PlanSpec, schedule: Schedule, cut: Layout, peak_activations: list[float]
 ) -> pl.DataFrame:
@@ -63,15 +78,16 @@ def rank_memory(
         figures = [cut.figures[positions[stage]] for stage in stages]
         held = sum(f.params + f.expert_params / training.ep for f in figures)
         sharded = sum(f.params + f.expert_params for f in figures) / dp
-        saved = sum(f.activation_bytes for f in figures) / len(figures) * schedule.stages_per_rank
+        saved = sum(f.activation_bytes for f in figures) / len(figures)
         values = (
             held * training.param_bytes / GIB,
             held * training.grad_bytes / GIB,
             sharded * training.optimizer_bytes / GIB,
-            peak_activations[rank] * saved / GIB,
+            peak_activations[rank] * saved * schedule.stages_per_rank / GIB,
             training.reserved_gib,
         )
-        total = sum(values)
+        total = rank_bytes(*(v * GIB for v in values[:3]), peak_activations[rank], saved,
+                           schedule.stages_per_rank, training.reserved_gib * GIB) / GIB
         for name, value in zip(MEMORY_SCHEMA, (rank, *values, total, spec.cluster.gpu_memory_gib - total)):
             rows[name].append(value)
     return pl.DataFrame(rows, schema=MEMORY_SCHEMA)

@@ -14,6 +14,7 @@ import polars as pl
 from tracekit.gpu.analysis import GpuAnalysis
 from tracekit.gpu.hta_compat import HTA_VERSION, HtaBreakdown
 from tracekit.present.common import facts_json, in_ms, notes_of
+from tracekit.present.memory import absent_note, memory_payload, memory_tables
 from tracekit.present.result import Result, Table
 from tracekit.run_analysis import RunAnalysis
 from tracekit.schedule.action import KIND_CODES
@@ -208,6 +209,7 @@ def report_payload(analysis: RunAnalysis) -> dict[str, Any]:
         **head,
         **body,
         "gpu": gpu_payload(gpu) if gpu is not None else None,
+        "memory": memory_payload(analysis) if analysis.has_schedule_labels else None,
         "warnings": list(report_warnings(analysis)),
     }
 
@@ -258,7 +260,15 @@ def report_result(analysis: RunAnalysis, name: str) -> Result:
         ranks = rank_table(analysis)
         narrow = tuple(c for c in ranks.columns if c != "replica" or analysis.pipelines.replicas > 1)
         tables += [
-            Table(title=title, frame=ranks, notes=(clock,), name="ranks", columns=narrow, headers=RANK_HEADERS),
+            Table(
+                title=title,
+                frame=ranks,
+                notes=(clock, *absent_note(analysis)),
+                name="ranks",
+                columns=narrow,
+                headers=RANK_HEADERS,
+            ),
+            *memory_tables(analysis),
             Table(
                 title=f"{analysis.pipelines.replicas} data-parallel replicas (pipeline groups from "
                 f"{analysis.pipelines.source}), times in ms",
