@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from tracekit.analysis.memory import STAGE_BYTES_SCHEMA
-from tracekit.analysis.realized import realized_actions
+from tracekit.run_analysis import realized_actions
 from tracekit.planner.calibrate_memory import memory_calibration
 from tracekit.planner.costs import layout
 from tracekit.trace.run import load_run

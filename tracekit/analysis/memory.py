@@ -26,7 +26,7 @@ schedule (``tracekit.analysis.memory_ideal``). Every definition below is quoted 
   optimizer state, **activations** (in flight x bytes per micro-batch, per stage), **kept**
   (forwards' bytes kept past their backward, or from earlier steps) and the **rest** (peak minus
   the others: the batch, buffers, transients).
-- **predicted**: ``tracekit.planner.memory.rank_bytes`` (the planner's formula) with the measured
+- **predicted**: ``tracekit.schedule.metrics.rank_bytes`` (the planner's formula) with the measured
   bytes per parameter and per micro-batch, the simulated peak, and as reserve the bytes the step
   started with beyond the model state.
 
@@ -41,7 +41,7 @@ import numpy as np
 import polars as pl
 
 from collectors.manifest import RankMemory
-from tracekit.planner.memory import rank_bytes
+from tracekit.schedule.metrics import rank_bytes
 from tracekit.trace.memory_events import CPU, CUDA, MemoryTrace
 
 STAGE_BYTES_SCHEMA: dict[str, pl.DataType] = {
@@ -110,7 +110,7 @@ DEFINITIONS: dict[str, str] = {
     "parts": "at the peak: parameters, gradients (stages with a backward started), optimizer state, "
     "activations (in flight x bytes per micro-batch), kept (forwards' bytes past their backward), "
     "rest (the remainder: batch, buffers, transients)",
-    "predicted": "the planner's formula (tracekit.planner.memory.rank_bytes): parameters + gradients + "
+    "predicted": "the planner's formula (tracekit.schedule.metrics.rank_bytes): parameters + gradients + "
     "optimizer + simulated peak in flight x bytes per micro-batch x stages per rank + reserve (bytes the "
     "step started with beyond the model state, plus the median backward's workspace)",
     "differing_part": "when the peak is more than 10% off the prediction: the part whose measured value is "

@@ -29,6 +29,7 @@ from tracekit.planner.costs import Layout, stage_positions
 from tracekit.planner.layers import total_params
 from tracekit.planner.spec import PlanSpec
 from tracekit.schedule.action import flatten
+from tracekit.schedule.metrics import rank_bytes
 from tracekit.schedule.model import Schedule
 
 GIB = float(2**30)
@@ -51,19 +52,6 @@ def rank_stages(schedule: Schedule) -> list[tuple[int, ...]]:
     return [tuple(sorted({action.stage for action in flatten(steps)})) for steps in schedule.steps]
 
 
-def rank_bytes(
-    params_bytes: float,
-    grads_bytes: float,
-    optimizer_bytes: float,
-    peak_activations: float,
-    saved_bytes: float,
-    stages_per_rank: int,
-    reserved_bytes: float,
-) -> float:
-    """One rank's memory, bytes: its state, plus the peak in-flight count times the mean saved bytes
-    of its stages times its stages per rank, plus the reserve (the module docstring's formula)."""
-    activations = peak_activations * saved_bytes * stages_per_rank
-    return params_bytes + grads_bytes + optimizer_bytes + activations + reserved_bytes
 
 
 def rank_memory(

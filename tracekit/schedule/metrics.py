@@ -124,3 +124,18 @@ def summarize(timeline: Timeline) -> Summary:
         param_copies=schedule.param_copies,
         ranks=pl.DataFrame(rows, schema=RANK_SCHEMA),
     )
+
+
+def rank_bytes(
+    params_bytes: float,
+    grads_bytes: float,
+    optimizer_bytes: float,
+    peak_activations: float,
+    saved_bytes: float,
+    stages_per_rank: int,
+    reserved_bytes: float,
+) -> float:
+    """One rank's memory, bytes: its state, plus the peak in-flight count times the mean saved bytes
+    of its stages times its stages per rank, plus the reserve (the planner's formula, ``tracekit.planner.memory``)."""
+    activations = peak_activations * saved_bytes * stages_per_rank
+    return params_bytes + grads_bytes + optimizer_bytes + activations + reserved_bytes
