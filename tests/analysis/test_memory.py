@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.manifest import RankMemory, StageMemory
-from tracekit.analysis.memory import RankInputs, analyse_rank, rank_summary
+from tracekit.analysis.memory import RankInputs, analyse_rank
+from tracekit.analysis.memory_findings import rank_summary
 from tracekit.analysis.realized import REALIZED_SCHEMA
 from tracekit.run_analysis import analyse
 from tracekit.trace.memory_events import MEMORY_EVENT_SCHEMA, MemoryTrace

@@ -20,14 +20,13 @@ import polars as pl
 
 from collectors.manifest import Manifest, RankMemory
 from tracekit.analysis.memory import (
-    RANK_MEMORY_SCHEMA,
     STAGE_BYTES_SCHEMA,
     STEP_MEMORY_SCHEMA,
     TIMELINE_SCHEMA,
     RankInputs,
     analyse_rank,
-    rank_summary,
 )
+from tracekit.analysis.memory_findings import RANK_MEMORY_SCHEMA, rank_summary
 from tracekit.analysis.memory_schedule import simulated_peaks
 from tracekit.trace.memory_events import read_memory_events
 from tracekit.trace.provenance import read_sidecars
