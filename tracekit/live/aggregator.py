@@ -416,7 +416,7 @@ _DROPS = struct.Struct("=I")
 
 
 def _dropped_so_far(sock: socket.socket) -> int | None:
-    """The socket's dropped-datagram count from /proc/net/udp (Linux), also those dropped after the last read."""
+    """The socket's dropped-datagram count from /proc/net/udp (Linux), with those after the last read."""
     try:
         inode = str(os.fstat(sock.fileno()).st_ino)
         for table in ("/proc/net/udp", "/proc/net/udp6"):
