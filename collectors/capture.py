@@ -431,7 +431,8 @@ class Recorder:
                 for name in (trace, sidecar_name(self._rank)):
                     os.replace(incoming / name, final / name)
         except OSError as error:
-            self._problem(f"cannot move this rank's files into {final} ({describe_os_error(error)}); they are in {incoming}")
+            why = describe_os_error(error)
+            self._problem(f"cannot move this rank's files into {final} ({why}); they are in {incoming}")
             return
         if moved_to is not None:
             report(f"rank {self._rank}: moved the earlier capture in {final} to {moved_to}")

@@ -45,7 +45,8 @@ def describe_os_error(error: OSError) -> str:
 
 
 _CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F) if code != 0x09}
-"""Control characters -> a visible ``\\xNN``: a problem's text (an error's repr, a path) never steers the terminal."""
+"""Control characters -> a visible ``\\xNN``: a problem's text (an error's repr, a path) never
+steers the terminal."""
 
 
 def report(message: str) -> None:

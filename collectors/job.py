@@ -183,7 +183,8 @@ class _Job:
                 elif len(leftover_deadlines) == 2 and now > leftover_deadlines[0]:
                     # Counted only now: a helper that is itself exiting as the command ends (the
                     # multiprocessing resource tracker) is not left behind.
-                    left_behind = len([pid for pid in self.processes() if _running(pid)]) if self.subreaper else 1
+                    still = [pid for pid in self.processes() if _running(pid)]
+                    left_behind = len(still) if self.subreaper else 1
                     self.send(signal.SIGTERM)
                     leftover_deadlines = leftover_deadlines[1:]
             time.sleep(_POLL_S)

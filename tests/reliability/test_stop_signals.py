@@ -42,7 +42,10 @@ with collectors.Capture(sys.argv[1], steps="1:", patch=False) as cap:
 def test_each_stop_signal_ends_a_rank_with_its_trace_written(tmp_path: Path, number: signal.Signals) -> None:
     out_dir = tmp_path / "out"
     loop = subprocess.Popen(
-        [sys.executable, "-c", CUSTOM_LOOP, str(out_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", CUSTOM_LOOP, str(out_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert loop.stdout is not None and loop.stdout.readline() == "up\n"
 
@@ -50,7 +53,8 @@ def test_each_stop_signal_ends_a_rank_with_its_trace_written(tmp_path: Path, num
     _, stderr = loop.communicate(timeout=60)
 
     # Python ends an uncaught KeyboardInterrupt by SIGINT itself, which a shell reports as 130 too.
-    assert loop.returncode in ((128 + number, -number) if number == signal.SIGINT else (128 + number,)), stderr
+    expected = (128 + number, -number) if number == signal.SIGINT else (128 + number,)
+    assert loop.returncode in expected, stderr
     sidecar = json.loads((out_dir / "rank0.meta.json").read_text())
     assert (sidecar["status"], sidecar["interrupted_by"]) == ("partial", number.name)
     assert trace_run_id(out_dir / "rank0.partial.json.gz") == sidecar["run_id"] is not None

@@ -41,7 +41,7 @@ trace files and sidecars must never steer the terminal that shows it."""
 
 
 def printable(text: str) -> str:
-    """``text`` with every control character but tab shown as ``\\xNN`` (one line, nothing the terminal obeys)."""
+    """``text`` with every control character but tab shown as ``\\xNN``: nothing a terminal obeys."""
     return text.translate(_CONTROL)
 
 

@@ -28,6 +28,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 from collections.abc import Sequence
@@ -93,6 +94,8 @@ class Aggregator:
     refused: int = 0
     alerts: int = 0
     late: int = 0
+    socket_drops: int = 0
+    """Datagrams the receive buffer dropped before they were read (Linux counts them; 0 elsewhere)."""
     _log: Any = None
     _pending_manifests: list[CaptureRequest] = field(default_factory=list)
 
@@ -307,6 +310,7 @@ class Aggregator:
             "captures": [request.directory for request in self.tracker.captures],
             "refused_datagrams": self.refused,
             "late_summaries": self.late,
+            "dropped_in_socket": self.socket_drops,
         }
         self.write(record)
         self._log.close()
@@ -354,20 +358,23 @@ def serve(aggregator: Aggregator, parent_pid: int) -> None:
         now_s = time.monotonic()
         while ready:
             try:
-                data, address = aggregator.sock.recvfrom(65536)
+                data, address, drops = _receive(aggregator.sock)
             except BlockingIOError:
                 break
             except OSError:
                 continue  # e.g. an ICMP error from a rank that has gone
+            aggregator.socket_drops = drops if drops is not None else aggregator.socket_drops
             aggregator.receive(data, address, now_s)
         aggregator.tick(now_s)
     # Summaries that arrived in the last moments are still in the socket.
     while True:
         try:
-            data, address = aggregator.sock.recvfrom(65536)
+            data, address, drops = _receive(aggregator.sock)
         except OSError:
             break
+        aggregator.socket_drops = drops if drops is not None else aggregator.socket_drops
         aggregator.receive(data, address, time.monotonic())
+    aggregator.socket_drops = max(aggregator.socket_drops, _dropped_so_far(aggregator.sock) or 0)
     aggregator.finish()
 
 
@@ -398,7 +405,38 @@ def _socket(args: argparse.Namespace) -> socket.socket:
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
         sock.bind((host, port))
     sock.setblocking(False)
+    with contextlib.suppress(OSError):  # Linux: each datagram says how many the socket dropped so far
+        sock.setsockopt(socket.SOL_SOCKET, _SO_RXQ_OVFL, 1)
     return sock
+
+
+_SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
+"""Linux's socket option that counts the datagrams a full receive buffer dropped (40 on Linux)."""
+_DROPS = struct.Struct("=I")
+
+
+def _dropped_so_far(sock: socket.socket) -> int | None:
+    """The socket's dropped-datagram count from /proc/net/udp (Linux), with those after the last read."""
+    try:
+        inode = str(os.fstat(sock.fileno()).st_ino)
+        for table in ("/proc/net/udp", "/proc/net/udp6"):
+            with open(table, encoding="ascii") as rows:
+                for row in rows:
+                    fields = row.split()
+                    if len(fields) > 12 and fields[9] == inode:
+                        return int(fields[-1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _receive(sock: socket.socket) -> tuple[bytes, Any, int | None]:
+    """One datagram, its sender, and the socket's count of dropped datagrams (None where not told)."""
+    data, ancillary, _flags, address = sock.recvmsg(65536, socket.CMSG_SPACE(_DROPS.size))
+    for level, kind, value in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_RXQ_OVFL and len(value) >= _DROPS.size:
+            return data, address, _DROPS.unpack_from(value)[0]
+    return data, address, None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -140,9 +141,10 @@ def _stop(aggregator: subprocess.Popen[bytes], problems: list[str]) -> bool:
     code = aggregator.poll()
     if code is not None:
         if code:
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
             problems.append(
-                f"the live aggregator failed (exit status {code}; its message is above): the job ran on "
-                "without live judging, and no alert or capture on anomaly came from it"
+                f"the live aggregator exited early ({how}): the job ran on without live judging, and "
+                "no alert or capture on anomaly came from it after that"
             )
         return not code
     aggregator.terminate()

@@ -188,7 +188,10 @@ class ModelSpec:
             "planner does not model",
         )
         if self.kv_heads is not None:
-            _check(self.kv_heads <= self.heads, f"ModelSpec: kv_heads ({self.kv_heads}) exceeds heads ({self.heads})")
+            _check(
+                self.kv_heads <= self.heads,
+                f"ModelSpec: kv_heads ({self.kv_heads}) exceeds heads ({self.heads})",
+            )
         _integers(
             self, "experts", "experts_per_token", "shared_experts", "expert_ffn", "dense_layers", minimum=0
         )
@@ -259,7 +262,8 @@ class TrainingSpec:
         _integers(self, "sequence_length", "global_batch", "micro_batch_size", "ep")
         _check(
             self.micro_batch_size <= self.global_batch,
-            f"TrainingSpec: micro_batch_size ({self.micro_batch_size}) exceeds global_batch ({self.global_batch})",
+            f"TrainingSpec: micro_batch_size ({self.micro_batch_size}) exceeds global_batch "
+            f"({self.global_batch})",
         )
         if self.pp is not None:
             _integers(self, "pp")
