@@ -33,8 +33,9 @@ def cli() -> None:
 
 def _register() -> None:
     from tracekit.cli import dashboard, plan, record, report, simulate, stragglers, sweep, whatif
+    from tracekit.cli import diff
 
-    for module in (report, record, stragglers, whatif, simulate, sweep, dashboard, plan):
+    for module in (report, record, stragglers, whatif, simulate, sweep, dashboard, plan, diff):
         cli.add_command(module.command)
 
 

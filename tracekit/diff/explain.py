@@ -67,7 +67,7 @@ EXPLAINED_SCHEMA: dict[str, pl.DataType] = {
 }
 
 SAVING_DEFINITION = (
-    "saving: the step time NEW saves when only that group (link) runs at BASE's speed (latency), "
+    "the step time NEW saves when only that group (link) runs at BASE's speed (latency), "
     "NEW replayed as recorded (durations plus gaps), mean over steps; interactions: all at BASE's "
     "speed together minus the singles' sum"
 )

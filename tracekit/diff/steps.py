@@ -128,3 +128,8 @@ def step_spans(actions: pl.DataFrame) -> pl.DataFrame:
         .sort("step")
         .cast({"step": pl.Int64(), "measured_ms": pl.Float64()})
     )
+
+
+def regressed(change: StepChange, fail_over_pct: float) -> bool:
+    """The gate: NEW's median step slower than BASE's by more than ``fail_over_pct`` percent and beyond noise."""
+    return change.beyond_noise and change.change_ms > 0 and change.change_pct > fail_over_pct
