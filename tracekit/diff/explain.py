@@ -129,11 +129,14 @@ def explain(
     key: tuple[str, ...],
     mean_change_ms: float,
     transfers: Transfers | None = None,
+    new_ops: pl.DataFrame | None = None,
 ) -> Explanation:
     """Decompose NEW's step-time change: ``case`` is NEW replayed, ``base_ops`` BASE's op instances.
 
-    ``base_ops`` holds rank, stage, optype and duration_ms per op; ``key`` is ``RANK_KEY`` or
-    ``STAGE_KEY``; ``transfers`` adds links (None: no link is priced, as for op-tables).
+    ``base_ops`` holds rank, stage, optype and duration_ms per op; ``new_ops`` the same of NEW,
+    derived as ``base_ops`` were so that equal runs get equal medians (None: ``case.ops``); ``key``
+    is ``RANK_KEY`` or ``STAGE_KEY``; ``transfers`` adds links (None: no link is priced, as for
+    op-tables).
     """
     columns = [("optype" if name == "kind" else name) for name in key]
     ops = case.ops
@@ -141,7 +144,9 @@ def explain(
     steps = len(case.steps)
     replays = Counterfactuals(case, case.occupied_ms(duration))
     realized_ms = float(replays.base_steps.mean())
-    groups = _group_factors(ops, base_ops.select(*columns, "duration_ms"), columns)
+    medians_of = ops if new_ops is None else new_ops
+    groups = _group_factors(medians_of.select(*columns, "duration_ms"), base_ops.select(*columns, "duration_ms"), columns)
+    groups = groups.drop("ops").join(_medians(ops, columns).select(*columns, "ops"), on=columns)
     factor = np.ones(ops.height)
     rows_of = rows_by(ops, columns)
     entries: list[dict] = []
