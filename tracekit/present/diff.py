@@ -200,14 +200,19 @@ def diff_result(result: RunDiff, fail_over_pct: float | None = None) -> Result:
     change = result.step_change
     steps = pl.DataFrame(
         [
-            {"run": run, "source": str(source), "steps": s.steps, "median_ms": s.median_ms, "spread_ms": s.spread_ms,
+            {"run": run, "steps": s.steps, "median_ms": s.median_ms, "spread_ms": s.spread_ms,
              "min_ms": s.min_ms, "max_ms": s.max_ms}  # fmt: skip
-            for run, source, s in (("base", result.base.source, change.base), ("new", result.new.source, change.new))
+            for run, s in (("base", change.base), ("new", change.new))
         ]
     )
     shown = shown_rows(result)
     tables = [
-        Table(headline(result), steps, notes=(f"noise: {definitions(result)['noise']}",), name="steps"),
+        Table(
+            headline(result),
+            steps,
+            notes=(f"base: {result.base.source}; new: {result.new.source}", f"noise: {definitions(result)['noise']}"),
+            name="steps",
+        ),
         Table(
             _explained_title(result),
             shown.select(_EXPLAINED_COLUMNS),
