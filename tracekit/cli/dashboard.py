@@ -47,6 +47,13 @@ from tracekit.stragglers.scoring import StragglerConfig
     show_default=True,
     help="Flag stragglers whose score (peer median / own median) is below this.",
 )
+@click.option(
+    "--baseline",
+    "baseline",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A run of the same job to compare against (tracekit diff BASELINE TRACE_DIR), drawn as a last section.",
+)
 @pipelines_option
 @format_option
 @scheduler_option
@@ -61,6 +68,7 @@ def command(
     pipelines: PipelineLayout | None,
     fmt: Format,
     engine: Engine | None,
+    baseline: Path | None = None,
 ) -> None:
     """Realized schedule beside its ideal, utilization, overlap, stragglers and schedule comparison."""
     # Imported here: altair and vl-convert cost half a second that no other command should pay.
@@ -73,7 +81,8 @@ def command(
         raise click.BadParameter(str(error), param_hint="--threshold") from None
     config = DashboardConfig(step=step, all_steps=all_steps)
     analysis = analyse_with_progress(trace_dir, analysis_config, engine=engine)
-    written = write_dashboard(analysis, out, config, png_dir, svg_dir)
+    base = None if baseline is None else analyse_with_progress(baseline, analysis_config, engine=engine)
+    written = write_dashboard(analysis, out, config, png_dir, svg_dir, base)
     table = Table(
         title=f"{trace_dir}: dashboard written",
         frame=written.summary(),
