@@ -119,7 +119,7 @@ class RunDiff:
         links: Transfers | None = None
         if node is not None and not self.base.is_optable:
             links = transfers(self.new.actions, node, self.base.actions)
-        return explain(case, self._base_ops, key, mean_change, links, self.new.ideal_ops)
+        return explain(case, self._base_ops, key, mean_change, links, self.new.ideal_ops, self.step_change.change_ms)
 
     @cached_property
     def work(self) -> pl.DataFrame:

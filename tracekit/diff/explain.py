@@ -33,7 +33,7 @@ minus *all*. Every counterfactual replays in one batch (``tracekit.whatif.counte
 | change_pct | Float64 | new_ms / base_ms - 1, percent | a rank, or base_ms 0 |
 | own_change_ms | Float64 | per step, the time NEW's ops spend beyond BASE's speed (sum over the ops, mean over steps), ms | never null |
 | saving_ms | Float64 | NEW's mean replayed step minus the counterfactual's, ms | never null |
-| share | Float64 | saving_ms / the measured mean step change | the change is 0 |
+| share | Float64 | saving_ms / the measured change of the median step (the headline's) | the change is 0 |
 
 Not for: which groups are new or gone (``tracekit.diff.work``) or the noise band (``steps``).
 """
@@ -130,13 +130,14 @@ def explain(
     mean_change_ms: float,
     transfers: Transfers | None = None,
     new_ops: pl.DataFrame | None = None,
+    median_change_ms: float | None = None,
 ) -> Explanation:
     """Decompose NEW's step-time change: ``case`` is NEW replayed, ``base_ops`` BASE's op instances.
 
     ``base_ops`` holds rank, stage, optype and duration_ms per op; ``new_ops`` the same of NEW,
     derived as ``base_ops`` were so that equal runs get equal medians (None: ``case.ops``); ``key``
     is ``RANK_KEY`` or ``STAGE_KEY``; ``transfers`` adds links (None: no link is priced, as for
-    op-tables).
+    op-tables). ``share`` is of ``median_change_ms`` (None: of ``mean_change_ms``).
     """
     columns = [("optype" if name == "kind" else name) for name in key]
     ops = case.ops
@@ -227,10 +228,11 @@ def explain(
         entry["saving_ms"] = float(saving)
     all_saving = float(savings[-1])
     singles_ms = float(savings[:singles].sum())
+    share_of = mean_change_ms if median_change_ms is None else median_change_ms
     frame = pl.DataFrame(entries, schema=EXPLAINED_SCHEMA) if entries else pl.DataFrame(schema=EXPLAINED_SCHEMA)
     frame = frame.with_columns(
         pl.when(pl.col("base_ms") > 0).then(100.0 * (pl.col("new_ms") / pl.col("base_ms") - 1.0)).alias("change_pct"),
-        (pl.col("saving_ms") / mean_change_ms if mean_change_ms != 0 else pl.lit(None, pl.Float64())).alias("share"),
+        (pl.col("saving_ms") / share_of if share_of != 0 else pl.lit(None, pl.Float64())).alias("share"),
     ).sort(["saving_ms", "level", "name"], descending=[True, False, False])
     return Explanation(
         rows=frame.cast(EXPLAINED_SCHEMA),  # type: ignore[arg-type]

@@ -78,7 +78,7 @@ def headline(result: RunDiff) -> str:
         f"({medians}; noise band \u00b1{_ms(change.noise_ms)})"
     )
     row = top_row(result)
-    return sentence if row is None else f"{sentence}; {_row_phrase(row, result.explanation.mean_change_ms)}"
+    return sentence if row is None else f"{sentence}; {_row_phrase(row, change.change_ms)}"
 
 
 def gate_line(result: RunDiff, fail_over_pct: float) -> tuple[bool, str]:
@@ -87,7 +87,7 @@ def gate_line(result: RunDiff, fail_over_pct: float) -> tuple[bool, str]:
     failed = regressed(change, fail_over_pct)
     if failed:
         row = top_row(result)
-        most = "" if row is None else f"; {_row_phrase(row, result.explanation.mean_change_ms)}"
+        most = "" if row is None else f"; {_row_phrase(row, change.change_ms)}"
         return True, (
             f"regression: NEW's median step is {change.change_pct:.1f}% slower than BASE's "
             f"(over {fail_over_pct:g}%, beyond the \u00b1{_ms(change.noise_ms)} noise band){most}"
