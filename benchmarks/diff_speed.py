@@ -68,8 +68,12 @@ def measure(label: str, args: list[str], runs: list[Path], phase: str) -> Measur
 def main(argv: list[str] | None = None) -> int:
     """Build both runs, time stragglers of each and the diff, cold then cached; print a Markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--replicas", type=int, default=64, help="data-parallel copies of each 4-rank capture")
-    parser.add_argument("--work", type=Path, default=None, help="where to write the runs (default: a temp dir)")
+    parser.add_argument(
+        "--replicas", type=int, default=64, help="data-parallel copies of each 4-rank capture"
+    )
+    parser.add_argument(
+        "--work", type=Path, default=None, help="where to write the runs (default: a temp dir)"
+    )
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="tracekit-diff-speed-"))
     base, new = work / "base", work / "new"
@@ -77,9 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     replicate_pipeline(NEW, new, args.replicas)
     results: list[Measured] = []
     for phase in ("cold", "cached"):
-        results.append(measure("stragglers BASE", ["stragglers", str(base), "--format", "json"], [base], phase))
+        results.append(
+            measure("stragglers BASE", ["stragglers", str(base), "--format", "json"], [base], phase)
+        )
         results.append(measure("stragglers NEW", ["stragglers", str(new), "--format", "json"], [new], phase))
-        results.append(measure("diff BASE NEW", ["diff", str(base), str(new), "--format", "json"], [base, new], phase))
+        results.append(
+            measure("diff BASE NEW", ["diff", str(base), str(new), "--format", "json"], [base, new], phase)
+        )
     print(f"{ranks} ranks per run, {os.cpu_count()} cores, runs in {work}")
     print("| command | phase | wall s | CPU s | load |")
     print("|---|---|---|---|---|")

@@ -26,7 +26,9 @@ LEVEL_COLORS = {"rank": "#0072B2", "group": "#56B4E9", "link": "#E69F00"}
 
 
 def _step_actions(actions: pl.DataFrame, step: int | None) -> tuple[pl.DataFrame, int]:
-    chosen = int(actions["step"].min()) if step is None or step not in set(actions["step"].to_list()) else step  # type: ignore[arg-type]
+    chosen = (
+        int(actions["step"].min()) if step is None or step not in set(actions["step"].to_list()) else step
+    )  # type: ignore[arg-type]
     return actions.filter(pl.col("step") == chosen), chosen
 
 
@@ -37,7 +39,9 @@ def both_timelines(result: RunDiff, step: int | None = None) -> tuple[pl.DataFra
     for name, analysis in (("base", result.base), ("new", result.new)):
         shown, chosen = _step_actions(analysis.actions, step)
         steps.append(chosen)
-        frames.append(from_realized(shown, int(shown["start_ns"].min())).with_columns(pl.lit(name).alias("timeline")))  # type: ignore[arg-type]
+        frames.append(
+            from_realized(shown, int(shown["start_ns"].min())).with_columns(pl.lit(name).alias("timeline"))
+        )  # type: ignore[arg-type]
     return pl.concat(frames), f"BASE step {steps[0]} above NEW step {steps[1]}, one time axis"
 
 
@@ -49,7 +53,9 @@ def explained_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
         .encode(
             x=alt.X("saving_ms:Q", title="step time NEW saves with only this at BASE's speed (ms)"),
             y=alt.Y("name:N", sort="-x", title=None),
-            color=alt.Color("level:N", scale=alt.Scale(domain=list(LEVEL_COLORS), range=list(LEVEL_COLORS.values()))),
+            color=alt.Color(
+                "level:N", scale=alt.Scale(domain=list(LEVEL_COLORS), range=list(LEVEL_COLORS.values()))
+            ),
             tooltip=[
                 alt.Tooltip("name:N"),
                 alt.Tooltip("saving_ms:Q", format=".2f", title="saving (ms)"),
@@ -77,7 +83,9 @@ def diff_section(result: RunDiff, step: int | None = None, limits: TimelineLimit
     notes = (
         headline(result),
         f"BASE: {result.base.source}",
-        f"all at BASE's speed together saves {e.all_saving_ms:.1f} ms of the {e.mean_change_ms:+.1f} ms mean change; "
-        f"interactions {e.interactions_ms:+.1f} ms, not modelled by replay {e.unexplained_ms:+.1f} ms",
+        (
+            f"all at BASE's speed together saves {e.all_saving_ms:.1f} ms of the {e.mean_change_ms:+.1f} ms mean change; "
+            f"interactions {e.interactions_ms:+.1f} ms, not modelled by replay {e.unexplained_ms:+.1f} ms"
+        ),
     )
     return Section("diff", TITLE, views=tuple(views), notes=notes)

@@ -14,9 +14,9 @@ it first: B, or I when the weight gradient is split off; on the first stage, who
 gradient, wherever its backward runs), from step ``--slow-from-step K`` on (default 0: from the
 start). ``--slow-kinds`` chooses which of its work is slow (default ``F,B``: forward and backward
 as above; ``W`` delays the weight gradient instead, a hook on each stage module's first weight, which
-fires in W where the schedule splits the backward, else inside B). ``--slow-how spin`` (the default) busy-waits, holding the core the way compute does;
-``sleep`` frees it, as a slow accelerator leaves the host's other work alone. ``--slow-link A:B
---slow-link-ms X`` makes the link between ranks A and B slow: every wait on a transfer between
+fires in W where the schedule splits the backward, else inside B). ``--slow-how spin`` (the default)
+busy-waits, holding the core the way compute does; ``sleep`` frees it, as a slow accelerator leaves
+the host's other work alone. ``--slow-link A:B --slow-link-ms X`` makes the link between ranks A and B slow: every wait on a transfer between
 them (torch.distributed.pipelining schedules) returns X ms late, while compute runs at normal
 speed. ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
 DualPipe's ``overlaped_forward_backward`` hook; ``--crash-rank R --crash-step S`` makes rank R
@@ -69,6 +69,10 @@ V_SHAPED = frozenset({"zbv", "dualpipev", "deepseek-dualpipe", "deepseek-dualpip
 
 DEEPSEEK = frozenset({"deepseek-dualpipe", "deepseek-dualpipev"})
 """Schedules run by DeepSeek's ``dualpipe`` package (DualPipeV needs its upstream source on the path)."""
+
+
+SLOW_KINDS = frozenset({"F", "B", "W"})
+"""What ``--slow-kinds`` can slow: forward, input gradient (B or I), weight gradient."""
 
 
 @dataclass(frozen=True)
@@ -156,15 +160,13 @@ class JobConfig:
                 raise ValueError(f"--slow-link needs two different ranks in 0..{self.world_size - 1}")
 
 
-SLOW_KINDS = frozenset({"F", "B", "W"})
-"""What ``--slow-kinds`` can slow: forward, input gradient (B or I), weight gradient."""
-
-
 class _Delay(torch.autograd.Function):
     """Identity that loses ``forward_s`` in forward and ``backward_s`` in backward: simulated slow compute."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, forward_s: float, backward_s: float, spin: bool) -> torch.Tensor:  # type: ignore[override]
+    def forward(  # type: ignore[override]
+        ctx, x: torch.Tensor, forward_s: float, backward_s: float, spin: bool
+    ) -> torch.Tensor:
         ctx.seconds, ctx.spin = backward_s, spin
         _lose(forward_s, spin)
         return x.view_as(x).clone()

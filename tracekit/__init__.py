@@ -6,14 +6,15 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["AnalysisConfig", "RunAnalysis", "analyse"]
-_DIFF_NAMES = ["DiffConfig", "RunDiff", "diff"]
-__all__ += _DIFF_NAMES
+__all__ = ["AnalysisConfig", "DiffConfig", "RunAnalysis", "RunDiff", "analyse", "diff"]
+
+_DIFF_NAMES = ("DiffConfig", "RunDiff")
 
 if TYPE_CHECKING:
     from tracekit.run_analysis import AnalysisConfig, RunAnalysis, analyse
@@ -25,8 +26,7 @@ def __getattr__(name: str) -> Any:
     if name == "diff":
         # The package ``tracekit.diff`` is itself callable as ``run_diff.diff``; once imported it is
         # this attribute, so ``tracekit.diff`` is the same object however it was reached.
-        import tracekit.diff
-
+        importlib.import_module("tracekit.diff")
         return sys.modules["tracekit.diff"]
     if name in _DIFF_NAMES:
         from tracekit import run_diff

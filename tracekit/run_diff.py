@@ -74,7 +74,9 @@ class RunDiff:
     @cached_property
     def comparability(self) -> Comparability:
         """How the runs are compared; TracekitError (one line) when they differ and that is not allowed."""
-        return comparability(shape_of(self.base), shape_of(self.new), self.config.allow_different, self.source)
+        return comparability(
+            shape_of(self.base), shape_of(self.new), self.config.allow_different, self.source
+        )
 
     @cached_property
     def _new_replay(self) -> tuple[ReplayCase, np.ndarray | None]:
@@ -119,7 +121,9 @@ class RunDiff:
         links: Transfers | None = None
         if node is not None and not self.base.is_optable:
             links = transfers(self.new.actions, node, self.base.actions)
-        return explain(case, self._base_ops, key, mean_change, links, self.new.ideal_ops, self.step_change.change_ms)
+        return explain(
+            case, self._base_ops, key, mean_change, links, self.new.ideal_ops, self.step_change.change_ms
+        )
 
     @cached_property
     def work(self) -> pl.DataFrame:
@@ -141,8 +145,12 @@ class RunDiff:
         """What loading found in either run, and what differs when the runs are compared anyway."""
         differs = self.comparability.differences
         compared = (
-            (f"runs differ ({'; '.join(differs)}): compared per stage and kind, links only between rank "
-             "pairs both runs have",)  # fmt: skip
+            (
+                (
+                    f"runs differ ({'; '.join(differs)}): compared per stage and kind, links only between rank "
+                    "pairs both runs have"
+                ),
+            )
             if differs
             else ()
         )

@@ -27,11 +27,19 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 @pytest.fixture(scope="module")
 def analyses() -> dict[str, tracekit.RunAnalysis]:
     """The sample runs these tests compare, each analysed once."""
-    return {name: tracekit.analyse(SAMPLES / name) for name in ("1f1b", "zbv", "dualpipev", "dualpipev-straggler")}
+    return {
+        name: tracekit.analyse(SAMPLES / name) for name in ("1f1b", "zbv", "dualpipev", "dualpipev-straggler")
+    }
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tracekit", "diff", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", "diff", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_run_against_itself_changes_nothing(analyses) -> None:
@@ -78,7 +86,7 @@ def test_different_schedules_are_refused_unless_allowed(analyses) -> None:
 def test_outputs_carry_the_headline_first(analyses) -> None:
     result = tracekit.diff(analyses["dualpipev"], analyses["dualpipev-straggler"])
     payload = diff_result(result, fail_over_pct=10).payload
-    assert list(payload)[0] == "headline" and payload["gate"]["failed"] is True
+    assert next(iter(payload)) == "headline" and payload["gate"]["failed"] is True
     markdown = diff_markdown(result, 10)
     assert markdown.startswith(f"**{headline(result)}**")
     assert "| rank 2 |" in markdown
@@ -89,7 +97,9 @@ def test_the_cli_gate_and_formats() -> None:
     base, new = str(SAMPLES / "dualpipev"), str(SAMPLES / "dualpipev-straggler")
     failed = _cli(base, new, "--fail-over", "10", "--format", "json")
     assert failed.returncode == 1 and json.loads(failed.stdout)["gate"]["failed"]
-    assert failed.stderr.strip().startswith("tracekit diff: regression") and "rank 2 explains" in failed.stderr
+    assert (
+        failed.stderr.strip().startswith("tracekit diff: regression") and "rank 2 explains" in failed.stderr
+    )
     passed = _cli(base, base, "--fail-over", "10")
     assert passed.returncode == 0 and passed.stdout.startswith("no change beyond noise")
     table = _cli(base, new)
@@ -117,7 +127,9 @@ def test_two_op_tables_are_compared(shared: Path) -> None:
     st.lists(st.floats(1, 1000), min_size=1, max_size=12),
     st.floats(0, 100),
 )
-def test_the_gate_fails_only_beyond_noise_and_over_the_threshold(base: list[float], new: list[float], pct: float) -> None:
+def test_the_gate_fails_only_beyond_noise_and_over_the_threshold(
+    base: list[float], new: list[float], pct: float
+) -> None:
     change = step_change(np.array(base), np.array(new), NoiseConfig())
     assert change.noise_ms >= 0.05 * change.base.median_ms
     assert change.beyond_noise == (abs(change.change_ms) > change.noise_ms)

@@ -113,7 +113,10 @@ def _group_factors(new_ops: pl.DataFrame, base_ops: pl.DataFrame, key: list[str]
     new = _medians(new_ops, key).rename({"median_ms": "new_ms"})
     base = _medians(base_ops, key).rename({"median_ms": "base_ms"}).drop("ops")
     return new.join(base, on=key, how="inner").with_columns(
-        pl.when(pl.col("new_ms") > 0).then(pl.col("base_ms") / pl.col("new_ms")).otherwise(1.0).alias("factor")
+        pl.when(pl.col("new_ms") > 0)
+        .then(pl.col("base_ms") / pl.col("new_ms"))
+        .otherwise(1.0)
+        .alias("factor")
     )
 
 
@@ -146,7 +149,9 @@ def explain(
     replays = Counterfactuals(case, case.occupied_ms(duration))
     realized_ms = float(replays.base_steps.mean())
     medians_of = ops if new_ops is None else new_ops
-    groups = _group_factors(medians_of.select(*columns, "duration_ms"), base_ops.select(*columns, "duration_ms"), columns)
+    groups = _group_factors(
+        medians_of.select(*columns, "duration_ms"), base_ops.select(*columns, "duration_ms"), columns
+    )
     groups = groups.drop("ops").join(_medians(ops, columns).select(*columns, "ops"), on=columns)
     factor = np.ones(ops.height)
     rows_of = rows_by(ops, columns)
@@ -229,9 +234,13 @@ def explain(
     all_saving = float(savings[-1])
     singles_ms = float(savings[:singles].sum())
     share_of = mean_change_ms if median_change_ms is None else median_change_ms
-    frame = pl.DataFrame(entries, schema=EXPLAINED_SCHEMA) if entries else pl.DataFrame(schema=EXPLAINED_SCHEMA)
+    frame = (
+        pl.DataFrame(entries, schema=EXPLAINED_SCHEMA) if entries else pl.DataFrame(schema=EXPLAINED_SCHEMA)
+    )
     frame = frame.with_columns(
-        pl.when(pl.col("base_ms") > 0).then(100.0 * (pl.col("new_ms") / pl.col("base_ms") - 1.0)).alias("change_pct"),
+        pl.when(pl.col("base_ms") > 0)
+        .then(100.0 * (pl.col("new_ms") / pl.col("base_ms") - 1.0))
+        .alias("change_pct"),
         (pl.col("saving_ms") / share_of if share_of != 0 else pl.lit(None, pl.Float64())).alias("share"),
     ).sort(["saving_ms", "level", "name"], descending=[True, False, False])
     return Explanation(

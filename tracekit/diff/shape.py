@@ -60,7 +60,9 @@ def differences(base: RunShape, new: RunShape) -> tuple[str, ...]:
         a, b = getattr(base, name), getattr(new, name)
         if a is not None and b is not None and a != b:
             out.append(f"{label} {a} vs {b}")
-    if base.layout != new.layout and not any(p.startswith(("schedule", "pipeline depth", "world size")) for p in out):
+    if base.layout != new.layout and not any(
+        p.startswith(("schedule", "pipeline depth", "world size")) for p in out
+    ):
         out.append(f"layout ({_layout_phrase(base.layout)}) vs ({_layout_phrase(new.layout)})")
     return tuple(out)
 

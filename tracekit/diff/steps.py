@@ -114,7 +114,9 @@ def steps_frame(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
     """``STEPS_SCHEMA`` from two ``(step, measured_ms)`` frames (``tracekit.whatif.case.MEASURED_SCHEMA``)."""
     return pl.concat(
         [
-            frame.sort("step").select(pl.lit(name).alias("run"), "step", pl.col("measured_ms").alias("step_ms"))
+            frame.sort("step").select(
+                pl.lit(name).alias("run"), "step", pl.col("measured_ms").alias("step_ms")
+            )
             for name, frame in (("base", base), ("new", new))
         ]
     ).cast(STEPS_SCHEMA)  # type: ignore[arg-type]

@@ -23,7 +23,14 @@ def new_transfers(actions: pl.DataFrame, node_of_action: np.ndarray) -> pl.DataF
     """NEW's transfers: op_row (the consumer's op in the case ``node_of_action`` maps ``actions`` rows to), link, latency."""
     latencies, ordered = exposed_latencies(actions.with_row_index(_INPUT))
     if latencies.is_empty():
-        return pl.DataFrame(schema={"op_row": pl.Int64(), "rank_a": pl.Int32(), "rank_b": pl.Int32(), "latency_ms": pl.Float64()})
+        return pl.DataFrame(
+            schema={
+                "op_row": pl.Int64(),
+                "rank_a": pl.Int32(),
+                "rank_b": pl.Int32(),
+                "latency_ms": pl.Float64(),
+            }
+        )
     inputs = ordered[_INPUT].to_numpy()[latencies["row"].to_numpy()]
     return latencies.select(
         pl.Series("op_row", node_of_action[inputs].astype(np.int64)), "rank_a", "rank_b", "latency_ms"

@@ -60,9 +60,8 @@ RANK_CHANGE_SCHEMA: dict[str, pl.DataType] = {
 
 
 def _only_in(one: pl.DataFrame, other: pl.DataFrame, key: list[str], change: str, what: str) -> pl.DataFrame:
-    return (
-        one.join(other.select(key), on=key, how="anti")
-        .with_columns(pl.lit(change).alias("change"), pl.lit(what).alias("what"))
+    return one.join(other.select(key), on=key, how="anti").with_columns(
+        pl.lit(change).alias("change"), pl.lit(what).alias("what")
     )
 
 
@@ -92,7 +91,9 @@ def new_and_vanished(
 
         def comms(frame: pl.DataFrame | None) -> pl.DataFrame:
             frame = empty if frame is None else frame.filter(pl.col("comm_class") != "all")
-            return frame.select("rank", pl.col("comm_class").alias("name"), pl.lit(1, pl.Int64()).alias("ops"))
+            return frame.select(
+                "rank", pl.col("comm_class").alias("name"), pl.lit(1, pl.Int64()).alias("ops")
+            )
 
         comm_key = ["rank", "name"]
         parts += [
@@ -101,7 +102,8 @@ def new_and_vanished(
         ]
     columns = list(WORK_SCHEMA)
     out = [
-        part.with_columns(*(pl.lit(None).alias(c) for c in columns if c not in part.columns)).select(columns)
+        part.with_columns(*(pl.lit(None).alias(c) for c in columns if c not in part.columns))
+        .select(columns)
         .cast(WORK_SCHEMA)  # type: ignore[arg-type]
         for part in parts
     ]

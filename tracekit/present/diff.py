@@ -92,7 +92,11 @@ def gate_line(result: RunDiff, fail_over_pct: float) -> tuple[bool, str]:
             f"regression: NEW's median step is {change.change_pct:.1f}% slower than BASE's "
             f"(over {fail_over_pct:g}%, beyond the \u00b1{_ms(change.noise_ms)} noise band){most}"
         )
-    why = "within noise" if not change.beyond_noise else f"{_pct(change.change_pct)}, not over {fail_over_pct:g}%"
+    why = (
+        "within noise"
+        if not change.beyond_noise
+        else f"{_pct(change.change_pct)}, not over {fail_over_pct:g}%"
+    )
     return False, f"no regression: NEW's median step {_signed(change.change_ms)} against BASE's ({why})"
 
 
@@ -151,7 +155,10 @@ def diff_payload(result: RunDiff, fail_over_pct: float | None = None) -> dict[st
             "beyond_noise": change.beyond_noise,
             "mean_ms": explanation.mean_change_ms,
         },
-        "comparison": {"key": list(result.comparability.key), "differences": list(result.comparability.differences)},
+        "comparison": {
+            "key": list(result.comparability.key),
+            "differences": list(result.comparability.differences),
+        },
         "totals": {
             "all_ms": explanation.all_saving_ms,
             "singles_ms": explanation.singles_ms,
@@ -173,9 +180,11 @@ def diff_payload(result: RunDiff, fail_over_pct: float | None = None) -> dict[st
 def _totals_notes(result: RunDiff) -> tuple[str, ...]:
     e = result.explanation
     return (
-        f"mean step change {_signed(e.mean_change_ms)}: every group and link at BASE's speed together saves "
-        f"{_ms(e.all_saving_ms)}; the singles' sum {_ms(e.singles_ms)}, interactions {_signed(e.interactions_ms)}; "
-        f"not modelled by replay {_signed(e.unexplained_ms)}",
+        (
+            f"mean step change {_signed(e.mean_change_ms)}: every group and link at BASE's speed together saves "
+            f"{_ms(e.all_saving_ms)}; the singles' sum {_ms(e.singles_ms)}, interactions {_signed(e.interactions_ms)}; "
+            f"not modelled by replay {_signed(e.unexplained_ms)}"
+        ),
     )
 
 
@@ -200,8 +209,14 @@ def diff_result(result: RunDiff, fail_over_pct: float | None = None) -> Result:
     change = result.step_change
     steps = pl.DataFrame(
         [
-            {"run": run, "steps": s.steps, "median_ms": s.median_ms, "spread_ms": s.spread_ms,
-             "min_ms": s.min_ms, "max_ms": s.max_ms}  # fmt: skip
+            {
+                "run": run,
+                "steps": s.steps,
+                "median_ms": s.median_ms,
+                "spread_ms": s.spread_ms,
+                "min_ms": s.min_ms,
+                "max_ms": s.max_ms,
+            }
             for run, s in (("base", change.base), ("new", change.new))
         ]
     )
@@ -210,7 +225,10 @@ def diff_result(result: RunDiff, fail_over_pct: float | None = None) -> Result:
         Table(
             headline(result),
             steps,
-            notes=(f"base: {result.base.source}; new: {result.new.source}", f"noise: {definitions(result)['noise']}"),
+            notes=(
+                f"base: {result.base.source}; new: {result.new.source}",
+                f"noise: {definitions(result)['noise']}",
+            ),
             name="steps",
         ),
         Table(
@@ -250,9 +268,11 @@ def diff_markdown(result: RunDiff, fail_over_pct: float | None = None) -> str:
     if fail_over_pct is not None:
         parts += [gate_line(result, fail_over_pct)[1], ""]
     parts += [
-        f"BASE `{result.base.source}`: {change.base.steps} steps, median {_ms(change.base.median_ms)} "
-        f"(spread {_ms(change.base.spread_ms)}); NEW `{result.new.source}`: {change.new.steps} steps, median "
-        f"{_ms(change.new.median_ms)} (spread {_ms(change.new.spread_ms)}).",
+        (
+            f"BASE `{result.base.source}`: {change.base.steps} steps, median {_ms(change.base.median_ms)} "
+            f"(spread {_ms(change.base.spread_ms)}); NEW `{result.new.source}`: {change.new.steps} steps, median "
+            f"{_ms(change.new.median_ms)} (spread {_ms(change.new.spread_ms)})."
+        ),
         "",
     ]
     shown = shown_rows(result)
