@@ -92,13 +92,13 @@ class RunDiff:
 
     @cached_property
     def _measured(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        self.comparability  # noqa: B018 (every part starts here: refuse runs that differ before computing)
         base = self.base.case.measured if self.base.is_optable else step_spans(self.base.actions)
         return base, self.new_case.measured
 
     @cached_property
     def steps(self) -> pl.DataFrame:
         """Both runs' step times (``tracekit.diff.steps.STEPS_SCHEMA``)."""
-        self.comparability  # noqa: B018 (refuse before computing anything)
         return steps_frame(*self._measured)
 
     @cached_property
@@ -130,11 +130,12 @@ class RunDiff:
         """New and vanished work (``tracekit.diff.work.WORK_SCHEMA``)."""
         by_rank = self.comparability.key == RANK_KEY
         overlaps = [None if a.gpu is None else a.gpu.overlap for a in (self.base, self.new)]
-        return new_and_vanished(self._base_ops, self.new_case.ops, by_rank, *overlaps)
+        return new_and_vanished(self._base_ops, self.new.ideal_ops, by_rank, *overlaps)
 
     @cached_property
     def ranks(self) -> pl.DataFrame | None:
         """Per-rank bubble, busy and overlap in both runs (``RANK_CHANGE_SCHEMA``); None for op-tables."""
+        self.comparability  # noqa: B018 (refuse runs that differ)
         if self.base.is_optable or self.new.is_optable:
             return None
         overlaps = [None if a.gpu is None else a.gpu.overlap for a in (self.base, self.new)]

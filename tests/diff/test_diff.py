@@ -75,8 +75,9 @@ def test_the_rank_row_is_its_groups_together(analyses) -> None:
 
 
 def test_different_schedules_are_refused_unless_allowed(analyses) -> None:
-    with pytest.raises(TracekitError, match="schedule 1f1b vs zbv"):
-        RunDiff(analyses["1f1b"], analyses["zbv"]).steps  # noqa: B018
+    for part in ("steps", "step_change", "explanation", "work"):
+        with pytest.raises(TracekitError, match="schedule 1f1b vs zbv"):
+            getattr(RunDiff(analyses["1f1b"], analyses["zbv"]), part)
     allowed = RunDiff(analyses["1f1b"], analyses["zbv"], DiffConfig(allow_different=True))
     assert allowed.comparability.key == ("stage", "kind")
     assert allowed.explanation.rows.filter(pl.col("level") == "rank").is_empty()
