@@ -34,11 +34,12 @@ class DiffJob:
                 "--format", "json", "--", *job]  # fmt: skip
 
 
-SLOW_RANK, SLOW_MS = 2, 30.0
-"""The planted straggler: rank 2 sleeps 30 ms more in every forward and backward (about 60x an action)."""
+SLOW_RANK, SLOW_MS = 2, 60.0
+"""The planted straggler: rank 2 sleeps 60 ms more in every forward and backward (about 100x an action:
+the change must stand beyond the spread of steps on a machine loaded many times over)."""
 
-SLOW_LINK, SLOW_LINK_MS = (1, 2), 30.0
-"""The planted slow link: every wait on a transfer between ranks 1 and 2 returns 30 ms late."""
+SLOW_LINK, SLOW_LINK_MS = (1, 2), 60.0
+"""The planted slow link: every wait on a transfer between ranks 1 and 2 returns 60 ms late."""
 
 SLOW_W_RANK, SLOW_W_MS = 0, 0.5
 """ZB-V's rank 0 (stages 0 and 7) has slack around its weight gradients: each W sleeps 0.5 ms more."""
