@@ -138,3 +138,28 @@ def test_the_gate_fails_only_beyond_noise_and_over_the_threshold(
         assert change.change_ms > change.noise_ms and change.change_pct > pct
     same = step_change(np.array(base), np.array(base))
     assert same.change_ms == 0 and not same.beyond_noise and not regressed(same, 0)
+
+
+def test_the_dashboard_section_draws_both_timelines_and_the_explained_change(analyses) -> None:
+    from dashboards.diff import both_timelines, diff_section
+
+    result = tracekit.diff(analyses["dualpipev"], analyses["dualpipev-straggler"])
+    frame, caption = both_timelines(result, step=None)
+    assert set(frame["timeline"].unique()) == {"base", "new"}
+    starts = frame.group_by("timeline").agg(pl.col("start_ms").min())
+    assert (starts["start_ms"] == 0).all() and "one time axis" in caption
+    section = diff_section(result)
+    assert [view.key for view in section.views] == ["diff-timelines", "diff-explained"]
+    assert section.notes[0] == headline(result)
+
+
+@pytest.mark.slow
+def test_dashboard_with_a_baseline_ends_with_the_diff_section(tmp_path: Path) -> None:
+    out = tmp_path / "page.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "tracekit", "dashboard", str(SAMPLES / "dualpipev-straggler"), "--baseline",
+         str(SAMPLES / "dualpipev"), "--out", str(out), "--format", "json"],
+        check=False, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["charts"][-2:] == ["diff-timelines", "diff-explained"]
