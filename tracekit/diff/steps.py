@@ -3,9 +3,11 @@
 A run's steps vary: load, the host's other work, a collective that waited. The change between two
 runs counts only when it stands beyond that variation. The spread of a run is the scaled median
 absolute deviation of its step times (``MAD_TO_SIGMA`` x MAD: a standard deviation for normal
-noise, robust to one outlier step); the noise band of the change is
+noise, robust to one outlier step); a median of n steps varies by ``MEDIAN_SE`` x spread / sqrt(n)
+(its standard error), so the noise band of the change of the medians is
 
-    noise_ms = max(noise_k * sqrt(spread_base**2 + spread_new**2), noise_floor_share * base median)
+    noise_ms = max(noise_k * 1.2533 * sqrt(spread_base**2 / n_base + spread_new**2 / n_new),
+                   noise_floor_share * base median)
 
 The floor stands for what step-to-step variation within one run cannot show: two captures at
 different moments of a shared machine differ by more than the steps of either.
@@ -34,8 +36,12 @@ STEPS_SCHEMA: dict[str, pl.DataType] = {"run": pl.String(), "step": pl.Int64(), 
 MAD_TO_SIGMA = 1.4826
 """Scale of the median absolute deviation to a standard deviation of normal noise."""
 
+MEDIAN_SE = 1.2533
+"""Standard error of a median of n normal samples, in units of sigma / sqrt(n) (sqrt(pi / 2))."""
+
 NOISE_DEFINITION = (
-    "noise band: max(noise_k x sqrt(spread_base^2 + spread_new^2), noise_floor_share x BASE median step); "
+    "noise band: max(noise_k x 1.2533 x sqrt(spread_base^2 / steps_base + spread_new^2 / steps_new), "
+    "noise_floor_share x BASE median step): noise_k standard errors of the change of the medians; "
     "spread: 1.4826 x the median absolute deviation of a run's step times"
 )
 """The noise band, as every output quotes it."""
@@ -46,7 +52,7 @@ class NoiseConfig:
     """How the noise band of a step-time change is drawn."""
 
     noise_k: float = 3.0
-    """Multiple of the two runs' combined spread that a change must exceed."""
+    """Standard errors of the change of the medians that a change must exceed."""
     noise_floor_share: float = 0.05
     """Smallest band, as a share of BASE's median step: run-to-run variation one run's steps cannot show."""
 
@@ -97,9 +103,8 @@ def step_change(base_ms: np.ndarray, new_ms: np.ndarray, config: NoiseConfig | N
     config = config or NoiseConfig()
     base, new = run_steps(base_ms), run_steps(new_ms)
     change = new.median_ms - base.median_ms
-    noise = max(
-        config.noise_k * math.hypot(base.spread_ms, new.spread_ms), config.noise_floor_share * base.median_ms
-    )
+    standard_error = MEDIAN_SE * math.sqrt(base.spread_ms**2 / base.steps + new.spread_ms**2 / new.steps)
+    noise = max(config.noise_k * standard_error, config.noise_floor_share * base.median_ms)
     return StepChange(
         base=base,
         new=new,
