@@ -46,11 +46,11 @@ SLOW_W_RANK, SLOW_W_MS = 0, 0.5
 
 JOBS = (
     DiffJob("1f1b-base"),
+    DiffJob("1f1b-clean"),
     DiffJob("1f1b-slow-rank", job_args=("--slow-rank", str(SLOW_RANK), "--slow-ms", str(SLOW_MS), "--slow-how", "sleep")),
     DiffJob("1f1b-slow-link", job_args=("--slow-link", f"{SLOW_LINK[0]}:{SLOW_LINK[1]}", "--slow-link-ms", str(SLOW_LINK_MS))),
-    DiffJob("1f1b-clean"),
     DiffJob("zbv-base", "zbv"),
     DiffJob("zbv-slow-w", "zbv", ("--slow-rank", str(SLOW_W_RANK), "--slow-ms", str(SLOW_W_MS), "--slow-how", "sleep",
                                   "--slow-kinds", "W")),
 )  # fmt: skip
-"""Every capture, in the order they run: BASE first, the clean repeat after the planted ones."""
+"""Every capture, in the order they run: the clean repeat right after BASE, so that both meet the same load."""
