@@ -297,8 +297,13 @@ def _facts(analysis: RunAnalysis, config: DashboardConfig) -> tuple[tuple[str, s
     return tuple(rows)
 
 
-def build_page(analysis: RunAnalysis, config: DashboardConfig | None = None) -> Page:
-    """The dashboard of a run's analysis; TracekitError when it has neither schedule labels nor GPU events."""
+def build_page(
+    analysis: RunAnalysis, config: DashboardConfig | None = None, baseline: RunAnalysis | None = None
+) -> Page:
+    """The dashboard of a run's analysis; TracekitError when it has neither schedule labels nor GPU events.
+
+    With ``baseline``, a last section compares the run against it (``dashboards.diff``).
+    """
     config = config or DashboardConfig()
     analysis.check_analysable()
     warnings = list(analysis.run_warnings)
@@ -331,10 +336,18 @@ def build_page(analysis: RunAnalysis, config: DashboardConfig | None = None) -> 
         warnings += analysis.gpu.warnings
         sections.append(overlap_section(from_gpu_overlap(analysis.gpu.overlap), None))
     order = list(SECTION_TITLES)
+    sections.sort(key=lambda section: order.index(section.key))
+    if baseline is not None:
+        from dashboards.diff import diff_section
+        from tracekit.run_diff import RunDiff
+
+        result = RunDiff(baseline, analysis)
+        warnings += result.warnings
+        sections.append(diff_section(result, config.step, config.timeline))
     return Page(
         title=f"tracekit: {Path(analysis.facts.root).name}",
         facts=_facts(analysis, config),
         warnings=tuple(dict.fromkeys(warnings)),
-        sections=tuple(sorted(sections, key=lambda section: order.index(section.key))),
+        sections=tuple(sections),
         headline=headline(analysis),
     )

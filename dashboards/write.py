@@ -59,9 +59,11 @@ def write_dashboard(
     config: DashboardConfig | None = None,
     png_dir: Path | None = None,
     svg_dir: Path | None = None,
+    baseline: RunAnalysis | None = None,
 ) -> Written:
-    """Build the page of ``analysis``, write it to ``out``, and each chart as PNG / SVG when asked."""
-    page = build_page(analysis, config)
+    """Build the page of ``analysis`` (against ``baseline`` when given), write it to ``out``, and each chart as
+    PNG / SVG when asked."""
+    page = build_page(analysis, config, baseline)
     text = render_html(page)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")

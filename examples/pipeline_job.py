@@ -12,9 +12,11 @@ first and last included) into a straggler: each of its stage modules takes X ms 
 forward and again in every backward (the delay sits on the stage's output, so its gradient meets
 it first: B, or I when the weight gradient is split off; on the first stage, whose input needs no
 gradient, wherever its backward runs), from step ``--slow-from-step K`` on (default 0: from the
-start). ``--slow-how spin`` (the default) busy-waits, holding the core the way compute does;
-``sleep`` frees it, as a slow accelerator leaves the host's other work alone. ``--slow-link A:B
---slow-link-ms X`` makes the link between ranks A and B slow: every wait on a transfer between
+start). ``--slow-kinds`` chooses which of its work is slow (default ``F,B``: forward and backward
+as above; ``W`` delays the weight gradient instead, a hook on each stage module's first weight, which
+fires in W where the schedule splits the backward, else inside B). ``--slow-how spin`` (the default)
+busy-waits, holding the core the way compute does; ``sleep`` frees it, as a slow accelerator leaves
+the host's other work alone. ``--slow-link A:B --slow-link-ms X`` makes the link between ranks A and B slow: every wait on a transfer between
 them (torch.distributed.pipelining schedules) returns X ms late, while compute runs at normal
 speed. ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
 DualPipe's ``overlaped_forward_backward`` hook; ``--crash-rank R --crash-step S`` makes rank R
@@ -72,6 +74,10 @@ DEEPSEEK = frozenset({"deepseek-dualpipe", "deepseek-dualpipev"})
 """Schedules run by DeepSeek's ``dualpipe`` package (DualPipeV needs its upstream source on the path)."""
 
 
+SLOW_KINDS = frozenset({"F", "B", "W"})
+"""What ``--slow-kinds`` can slow: forward, input gradient (B or I), weight gradient."""
+
+
 @dataclass(frozen=True)
 class JobConfig:
     """What to train and how: one value shared by every rank."""
@@ -98,6 +104,8 @@ class JobConfig:
     """First step in which slow_rank is slow (it runs at normal speed before)."""
     slow_how: str = "spin"
     """How the straggler loses its time: ``spin`` (busy-wait, holds the core) or ``sleep``."""
+    slow_kinds: frozenset[str] = frozenset({"F", "B"})
+    """Which of slow_rank's work is slow: ``F`` forward, ``B`` input gradient (B or I), ``W`` weight gradient."""
     slow_link: tuple[int, int] | None = None
     """Two ranks whose transfers to each other are slow, or None."""
     slow_link_ms: float = 0.0
@@ -146,6 +154,8 @@ class JobConfig:
             raise ValueError("--slow-ms, --slow-link-ms and --slow-from-step must be >= 0")
         if self.steps < 1 or self.microbatches < 1:
             raise ValueError("--steps and --microbatches must be >= 1")
+        if not self.slow_kinds or not self.slow_kinds <= SLOW_KINDS:
+            raise ValueError(f"--slow-kinds takes a comma-separated subset of {','.join(sorted(SLOW_KINDS))}")
         if self.slow_how not in ("spin", "sleep"):
             raise ValueError("--slow-how is spin or sleep")
         if self.slow_link is not None:
@@ -156,18 +166,20 @@ class JobConfig:
 
 
 class _Delay(torch.autograd.Function):
-    """Identity that loses ``seconds`` in forward and again in backward: simulated slow compute."""
+    """Identity that loses ``forward_s`` in forward and ``backward_s`` in backward: simulated slow compute."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, seconds: float, spin: bool) -> torch.Tensor:  # type: ignore[override]
-        ctx.seconds, ctx.spin = seconds, spin
-        _lose(seconds, spin)
+    def forward(  # type: ignore[override]
+        ctx, x: torch.Tensor, forward_s: float, backward_s: float, spin: bool
+    ) -> torch.Tensor:
+        ctx.seconds, ctx.spin = backward_s, spin
+        _lose(forward_s, spin)
         return x.view_as(x).clone()
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # type: ignore[override]
         _lose(ctx.seconds, ctx.spin)
-        return grad, None, None
+        return grad, None, None, None
 
 
 def _lose(seconds: float, spin: bool) -> None:
@@ -222,6 +234,9 @@ class StageModule(nn.Module):
         self.layers = nn.ModuleList(linear(config.hidden, config.hidden) for _ in range(config.layers))
         self.seconds_slower = seconds_slower
         self.spin = config.slow_how == "spin"
+        self.slow_kinds = config.slow_kinds
+        # The weight's gradient is computed in W when the schedule splits the backward, else in B.
+        self.layers[0].weight.register_hook(self._slow_weight_gradient)
         self.crash_after_forwards = crash_after_forwards
         self.forwards = 0
         self.leaks = False
@@ -242,9 +257,15 @@ class StageModule(nn.Module):
                 held.append(x.detach().clone())
         if keep:
             self.kept, self.kept_this_step = held, True  # the previous step's copy is freed here
-        if self.seconds_slower:
-            x = _Delay.apply(x, self.seconds_slower, self.spin)
+        forward_s = self.seconds_slower if "F" in self.slow_kinds else 0.0
+        backward_s = self.seconds_slower if "B" in self.slow_kinds else 0.0
+        if forward_s or backward_s:
+            x = _Delay.apply(x, forward_s, backward_s, self.spin)
         return x
+
+    def _slow_weight_gradient(self, grad: torch.Tensor) -> None:
+        if self.seconds_slower and "W" in self.slow_kinds:
+            _lose(self.seconds_slower, self.spin)
 
 
 class OverlappingStageModule(StageModule):
@@ -460,6 +481,11 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
     )
     parser.add_argument("--slow-how", choices=("spin", "sleep"), default="spin", help="busy-wait or sleep")
     parser.add_argument(
+        "--slow-kinds",
+        default="F,B",
+        help="which work of the slow rank is slow: F forward, B input gradient (B or I), W weight gradient",
+    )
+    parser.add_argument(
         "--slow-link", type=_rank_pair, default=None, help="A:B, two ranks whose transfers are slow"
     )
     parser.add_argument(
@@ -493,6 +519,7 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
             slow_ms=args.slow_ms,
             slow_from_step=args.slow_from_step,
             slow_how=args.slow_how,
+            slow_kinds=frozenset(kind.strip() for kind in args.slow_kinds.split(",") if kind.strip()),
             slow_link=args.slow_link,
             slow_link_ms=args.slow_link_ms,
             crash_rank=args.crash_rank,

@@ -39,6 +39,13 @@ from tracekit.perrank.engine import Engine
     help="Also write each chart as SVG into this directory.",
 )
 @analysis_options
+@click.option(
+    "--baseline",
+    "baseline",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A run of the same job to compare against (tracekit diff BASELINE TRACE_DIR), drawn as a last section.",
+)
 @format_option
 @scheduler_option
 def command(
@@ -50,6 +57,7 @@ def command(
     svg_dir: Path | None,
     fmt: Format,
     engine: Engine | None,
+    baseline: Path | None = None,
     **options: Any,
 ) -> None:
     """Realized schedule beside its ideal, utilization, overlap, stragglers and schedule comparison."""
@@ -58,8 +66,10 @@ def command(
     from dashboards.write import write_dashboard
 
     config = DashboardConfig(step=step, all_steps=all_steps)
-    analysis = analyse_with_progress(trace_dir, analysis_config(options), engine=engine)
-    written = write_dashboard(analysis, out, config, png_dir, svg_dir)
+    config_of_run = analysis_config(options)
+    analysis = analyse_with_progress(trace_dir, config_of_run, engine=engine)
+    base = None if baseline is None else analyse_with_progress(baseline, config_of_run, engine=engine)
+    written = write_dashboard(analysis, out, config, png_dir, svg_dir, base)
     table = Table(
         title=f"{trace_dir}: dashboard written",
         frame=written.summary(),

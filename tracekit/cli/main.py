@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("dashboard", "One offline HTML page of the run's charts."),
     "plan": ("plan", "Recommend pipeline depth, schedule and micro-batches."),
     "export": ("export", "Every rank on one aligned Perfetto timeline."),
+    "diff": ("diff", "What changed between two runs, priced in step time."),
 }
 """Every subcommand, loaded on first use; the listing needs no import."""
 

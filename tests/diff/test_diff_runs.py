@@ -1,0 +1,107 @@
+"""``tracekit diff`` on real 4-rank gloo captures of the example job: planted changes named and priced.
+
+Every capture is made once per module, one at a time (A/B needs a quiet machine), and shared by the
+tests, which only read them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from diff.diff_runs import JOBS, SLOW_LINK, SLOW_RANK, SLOW_W_RANK
+from stragglers.straggler_runs import record_all
+
+import tracekit
+from tracekit.present.diff import headline
+from tracekit.run_diff import RunDiff
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every capture of ``JOBS`` by name."""
+    return record_all(tmp_path_factory.mktemp("diff"), list(JOBS), parallel=1)  # type: ignore[arg-type]
+
+
+def _diff(runs: dict[str, Path], base: str, new: str) -> RunDiff:
+    return tracekit.diff(runs[base], runs[new])
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", "diff", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.slow
+def test_a_slow_rank_is_named_first_and_explains_the_change(runs) -> None:
+    result = _diff(runs, "1f1b-base", "1f1b-slow-rank")
+    top = result.explanation.rows.row(0, named=True)
+    change = result.step_change
+    assert change.beyond_noise and change.change_ms > 0
+    assert (top["level"], top["rank"]) == ("rank", SLOW_RANK)
+    assert abs(top["saving_ms"] - change.change_ms) <= 0.15 * change.change_ms, (top, change)
+    assert headline(result).startswith("NEW is") and f"rank {SLOW_RANK} explains" in headline(result)
+
+
+@pytest.mark.slow
+def test_a_slow_link_is_named_first(runs) -> None:
+    result = _diff(runs, "1f1b-base", "1f1b-slow-link")
+    top = result.explanation.rows.row(0, named=True)
+    assert result.step_change.beyond_noise
+    assert (top["level"], top["rank_a"], top["rank_b"]) == ("link", *SLOW_LINK), top
+
+
+@pytest.mark.slow
+def test_a_slower_w_with_slack_shows_its_change_at_little_price(runs) -> None:
+    result = _diff(runs, "zbv-base", "zbv-slow-w")
+    w = result.explanation.rows.filter((pl.col("rank") == SLOW_W_RANK) & (pl.col("kind") == "W"))
+    own, saving = w["own_change_ms"].sum(), w["saving_ms"].sum()
+    # Each of the rank's 32 W per step sleeps 0.5 ms more: well over 5 ms of its own time per step.
+    assert own >= 5.0, w
+    assert saving <= 0.3 * own, w
+    out = _cli(str(runs["zbv-base"]), str(runs["zbv-slow-w"]), "--format", "markdown")
+    assert out.returncode == 0, out.stderr
+    assert f"rank {SLOW_W_RANK} stage 0 W" in out.stdout or f"rank {SLOW_W_RANK} stage 7 W" in out.stdout
+
+
+@pytest.mark.slow
+def test_two_clean_captures_show_no_change_beyond_noise_and_pass_the_gate(runs) -> None:
+    out = _cli(str(runs["1f1b-base"]), str(runs["1f1b-clean"]), "--fail-over", "10")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("no change beyond noise"), out.stdout
+    assert "what explains the change" not in out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("new", ["1f1b-slow-rank", "1f1b-slow-link"])
+def test_the_planted_case_fails_the_gate_with_one_line(runs, new: str) -> None:
+    out = _cli(str(runs["1f1b-base"]), str(runs[new]), "--fail-over", "10", "--format", "json")
+    assert out.returncode == 1, out.stderr
+    payload = json.loads(out.stdout)
+    assert payload["gate"]["failed"] is True
+    lines = [line for line in out.stderr.splitlines() if line.startswith("tracekit diff:")]
+    assert len(lines) == 1 and "regression" in lines[0] and "explains" in lines[0], out.stderr
+    assert payload["headline"].startswith("NEW is")
+
+
+@pytest.mark.slow
+def test_different_schedules_are_refused_in_one_line_and_allowed_on_request(runs) -> None:
+    refused = _cli(str(runs["1f1b-base"]), str(runs["zbv-base"]))
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and "schedule 1f1b vs zbv" in refused.stderr, refused.stderr
+    allowed = _cli(str(runs["1f1b-base"]), str(runs["zbv-base"]), "--allow-different", "--format", "json")
+    assert allowed.returncode == 0, allowed.stderr
+    payload = json.loads(allowed.stdout)
+    assert payload["comparison"]["key"] == ["stage", "kind"]
+    assert "compared per stage and kind" in allowed.stderr
+    new_kinds = {row["name"] for row in payload["work"] if row["change"] == "new"}
+    assert {"I", "W"} <= new_kinds  # ZB-V splits the backward that 1F1B runs whole
