@@ -2,7 +2,7 @@
 
 Two charts from a ``RunDiff``: both runs' realized timelines of one step on one time axis (BASE
 above NEW, each from its step's first start), and the explained change as bars: per rank, group
-or link, the step time NEW saves with only it at BASE's speed (``tracekit.diff.explain``), the
+or link, the step time NEW saves with only it at BASE's speed (``tracekit.changes.explain``), the
 same rows ``tracekit diff`` prints. Within noise the bars are the largest changes in duration.
 
 Not for: computing the diff (``tracekit.run_diff``) or the page around it (``dashboards.build``).

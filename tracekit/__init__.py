@@ -6,15 +6,13 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 __all__ = ["AnalysisConfig", "DiffConfig", "RunAnalysis", "RunDiff", "analyse", "diff"]
 
-_DIFF_NAMES = ("DiffConfig", "RunDiff")
+_DIFF_NAMES = ("DiffConfig", "RunDiff", "diff")
 
 if TYPE_CHECKING:
     from tracekit.run_analysis import AnalysisConfig, RunAnalysis, analyse
@@ -23,11 +21,6 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     # Imported on first use: ``import tracekit`` stays free of polars for the collectors' side.
-    if name == "diff":
-        # The package ``tracekit.diff`` is itself callable as ``run_diff.diff``; once imported it is
-        # this attribute, so ``tracekit.diff`` is the same object however it was reached.
-        importlib.import_module("tracekit.diff")
-        return sys.modules["tracekit.diff"]
     if name in _DIFF_NAMES:
         from tracekit import run_diff
 

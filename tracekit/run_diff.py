@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tracekit.diff.explain import Explanation, Transfers, explain
-from tracekit.diff.shape import RANK_KEY, Comparability, RunShape, comparability
-from tracekit.diff.steps import NoiseConfig, StepChange, step_change, step_spans, steps_frame
-from tracekit.diff.transfers import transfers
-from tracekit.diff.work import new_and_vanished, rank_changes
+from tracekit.changes.explain import Explanation, Transfers, explain
+from tracekit.changes.shape import RANK_KEY, Comparability, RunShape, comparability
+from tracekit.changes.steps import NoiseConfig, StepChange, step_change, step_spans, steps_frame
+from tracekit.changes.transfers import transfers
+from tracekit.changes.work import new_and_vanished, rank_changes
 from tracekit.run_analysis import RunAnalysis, analyse
 from tracekit.whatif.case import ReplayCase
 from tracekit.whatif.pipeline import pipeline_case_nodes
@@ -38,13 +38,13 @@ class DiffConfig:
     """Every choice a diff makes."""
 
     noise: NoiseConfig = field(default_factory=NoiseConfig)
-    """The noise band of the step-time change (``tracekit.diff.steps``)."""
+    """The noise band of the step-time change (``tracekit.changes.steps``)."""
     allow_different: bool = False
     """Compare runs whose schedule, depth, world size, micro-batches or layout differ, per stage and kind."""
 
 
 def shape_of(analysis: RunAnalysis) -> RunShape:
-    """What makes ``analysis`` comparable op for op with another run (``tracekit.diff.shape``)."""
+    """What makes ``analysis`` comparable op for op with another run (``tracekit.changes.shape``)."""
     facts = analysis.facts
     ops = analysis.case.ops if analysis.is_optable else analysis.actions
     layout = ops.group_by("rank").agg(pl.col("stage").unique().sort()).sort("rank")
@@ -98,7 +98,7 @@ class RunDiff:
 
     @cached_property
     def steps(self) -> pl.DataFrame:
-        """Both runs' step times (``tracekit.diff.steps.STEPS_SCHEMA``)."""
+        """Both runs' step times (``tracekit.changes.steps.STEPS_SCHEMA``)."""
         return steps_frame(*self._measured)
 
     @cached_property
@@ -113,7 +113,7 @@ class RunDiff:
 
     @cached_property
     def explanation(self) -> Explanation:
-        """The change decomposed into ranks, groups and links (``tracekit.diff.explain``)."""
+        """The change decomposed into ranks, groups and links (``tracekit.changes.explain``)."""
         key = self.comparability.key
         base, new = self._measured
         mean_change = float(new["measured_ms"].mean() - base["measured_ms"].mean())  # type: ignore[operator]
@@ -127,7 +127,7 @@ class RunDiff:
 
     @cached_property
     def work(self) -> pl.DataFrame:
-        """New and vanished work (``tracekit.diff.work.WORK_SCHEMA``)."""
+        """New and vanished work (``tracekit.changes.work.WORK_SCHEMA``)."""
         by_rank = self.comparability.key == RANK_KEY
         overlaps = [None if a.gpu is None else a.gpu.overlap for a in (self.base, self.new)]
         return new_and_vanished(self._base_ops, self.new.ideal_ops, by_rank, *overlaps)

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracekit
-from tracekit.diff.explain import EXPLAINED_SCHEMA
-from tracekit.diff.steps import NoiseConfig, regressed, step_change
-from tracekit.diff.work import RANK_CHANGE_SCHEMA, WORK_SCHEMA
+from tracekit.changes.explain import EXPLAINED_SCHEMA
+from tracekit.changes.steps import NoiseConfig, regressed, step_change
+from tracekit.changes.work import RANK_CHANGE_SCHEMA, WORK_SCHEMA
 from tracekit.errors import TracekitError
 from tracekit.present.diff import diff_markdown, diff_result, gate_line, headline
 from tracekit.run_diff import DiffConfig, RunDiff

@@ -14,8 +14,8 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.diff.explain import SAVING_DEFINITION
-from tracekit.diff.steps import NOISE_DEFINITION, RunSteps, regressed
+from tracekit.changes.explain import SAVING_DEFINITION
+from tracekit.changes.steps import NOISE_DEFINITION, RunSteps, regressed
 from tracekit.present.result import Result, Table
 from tracekit.run_diff import RunDiff
 

@@ -35,7 +35,7 @@ minus *all*. Every counterfactual replays in one batch (``tracekit.whatif.counte
 | saving_ms | Float64 | NEW's mean replayed step minus the counterfactual's, ms | never null |
 | share | Float64 | saving_ms / the measured change of the median step (the headline's) | the change is 0 |
 
-Not for: which groups are new or gone (``tracekit.diff.work``) or the noise band (``steps``).
+Not for: which groups are new or gone (``tracekit.changes.work``) or the noise band (``steps``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tracekit.diff.shape import RANK_KEY
+from tracekit.changes.shape import RANK_KEY
 from tracekit.whatif.case import ReplayCase
 from tracekit.whatif.counterfactuals import Change, Counterfactuals, rows_by
 
@@ -76,7 +76,7 @@ SAVING_DEFINITION = (
 
 @dataclass(frozen=True)
 class Transfers:
-    """NEW's cross-rank transfers and BASE's median latency per link (``tracekit.diff.transfers``)."""
+    """NEW's cross-rank transfers and BASE's median latency per link (``tracekit.changes.transfers``)."""
 
     new: pl.DataFrame
     """One row per transfer: op_row (Int64, the consumer's row in NEW's case), rank_a, rank_b, latency_ms."""

@@ -29,7 +29,7 @@
 | base_overlap_pct, new_overlap_pct | Float64 | communication overlapped with compute, percent (GPU traces) | no GPU communication |
 | overlap_change_pct | Float64 | new - base, percentage points | either is null |
 
-Not for: what the changes cost (``tracekit.diff.explain``).
+Not for: what the changes cost (``tracekit.changes.explain``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Both runs' cross-rank transfers as the link counterfactuals of ``tracekit.diff.explain`` read them.
+"""Both runs' cross-rank transfers as the link counterfactuals of ``tracekit.changes.explain`` read them.
 
 A transfer's exposed latency is ``tracekit.stragglers.links``' (how long the consumer started after
 its data and its rank were ready); NEW's transfers are tied to their consumer's op in NEW's replay
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tracekit.diff.explain import Transfers
+from tracekit.changes.explain import Transfers
 from tracekit.stragglers.links import exposed_latencies
 
 _INPUT = "_input_row"

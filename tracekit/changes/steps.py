@@ -20,7 +20,7 @@ different moments of a shared machine differ by more than the steps of either.
 | step | Int64 | training step | never null |
 | step_ms | Float64 | wall span of the step as recorded, ms | never null |
 
-Not for: explaining the change (``tracekit.diff.explain``).
+Not for: explaining the change (``tracekit.changes.explain``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ runs that differ in any of it are refused (one line naming the first difference)
 ``allow_different`` they are compared where they still match: per (stage, kind), every rank that
 ran a stage's work pooled, and links only between rank pairs both runs have.
 
-Not for: the comparison itself (``tracekit.diff.explain``).
+Not for: the comparison itself (``tracekit.changes.explain``).
 """
 
 from __future__ import annotations
