@@ -13,10 +13,12 @@ forward and again in every backward (the delay sits on the stage's output, so it
 it first: B, or I when the weight gradient is split off; on the first stage, whose input needs no
 gradient, wherever its backward runs), from step ``--slow-from-step K`` on (default 0: from the
 start). ``--slow-how spin`` (the default) busy-waits, holding the core the way compute does;
-``sleep`` frees it, as a slow accelerator leaves the host's other work alone. ``--slow-link A:B
+``sleep`` frees it, as a slow accelerator leaves the host's other work alone; ``gc`` spends it in
+forced Python garbage collections (a GC storm, what Megatron-LM's ``--manual-gc`` guards against). ``--slow-link A:B
 --slow-link-ms X`` makes the link between ranks A and B slow: every wait on a transfer between
 them (torch.distributed.pipelining schedules) returns X ms late, while compute runs at normal
-speed. ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
+speed. ``--cpus C0,C1,...`` pins rank r to CPU Cr (a test can then put a busy process beside one
+rank alone). ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
 DualPipe's ``overlaped_forward_backward`` hook; ``--crash-rank R --crash-step S`` makes rank R
 SIGKILL itself in the middle of step S, to see what a capture does with a dying rank;
 ``--eval-step S`` runs a forward-only call (torch's ``eval()``, DualPipe under ``no_grad``) right
@@ -33,6 +35,7 @@ in the collector.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import socket
@@ -50,6 +53,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from examples import deepseek_stages
+
+SLOW_HOWS = ("spin", "sleep", "gc")
+"""How a straggler can lose its time (``--slow-how``)."""
 
 STAGES_PER_RANK: dict[str, int] = {
     "gpipe": 1,
@@ -94,9 +100,11 @@ class JobConfig:
     slow_from_step: int = 0
     """First step in which slow_rank is slow (it runs at normal speed before)."""
     slow_how: str = "spin"
-    """How the straggler loses its time: ``spin`` (busy-wait, holds the core) or ``sleep``."""
+    """How the straggler loses its time: ``spin`` (busy-wait, holds the core), ``sleep`` or ``gc``."""
     slow_link: tuple[int, int] | None = None
     """Two ranks whose transfers to each other are slow, or None."""
+    cpus: tuple[int, ...] | None = None
+    """The CPU each rank is pinned to (one per rank, ``--cpus``), or None: wherever the OS puts it."""
     slow_link_ms: float = 0.0
     """Extra time every wait on a transfer over slow_link takes, milliseconds."""
     crash_rank: int | None = None
@@ -141,8 +149,10 @@ class JobConfig:
             raise ValueError("--slow-ms, --slow-link-ms and --slow-from-step must be >= 0")
         if self.steps < 1 or self.microbatches < 1:
             raise ValueError("--steps and --microbatches must be >= 1")
-        if self.slow_how not in ("spin", "sleep"):
-            raise ValueError("--slow-how is spin or sleep")
+        if self.cpus is not None and len(self.cpus) != self.world_size:
+            raise ValueError(f"--cpus names one CPU per rank: {self.world_size} of them")
+        if self.slow_how not in SLOW_HOWS:
+            raise ValueError(f"--slow-how is one of {', '.join(SLOW_HOWS)}")
         if self.slow_link is not None:
             if self.schedule in DEEPSEEK:
                 raise ValueError("--slow-link slows torch.distributed.pipelining's transfers, not DualPipe's")
@@ -154,24 +164,35 @@ class _Delay(torch.autograd.Function):
     """Identity that loses ``seconds`` in forward and again in backward: simulated slow compute."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, seconds: float, spin: bool) -> torch.Tensor:  # type: ignore[override]
-        ctx.seconds, ctx.spin = seconds, spin
-        _lose(seconds, spin)
+    def forward(ctx, x: torch.Tensor, seconds: float, how: str) -> torch.Tensor:  # type: ignore[override]
+        ctx.seconds, ctx.how = seconds, how
+        _lose(seconds, how)
         return x.view_as(x).clone()
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
-        _lose(ctx.seconds, ctx.spin)
+        _lose(ctx.seconds, ctx.how)
         return grad, None, None
 
 
-def _lose(seconds: float, spin: bool) -> None:
-    if not spin:
+_HEAP: list[list[int]] = []
+"""The long-lived objects a GC storm's full collections walk (built on first use)."""
+
+
+def _lose(seconds: float, how: str) -> None:
+    """Spend ``seconds``: busy-waiting (spin), sleeping, or in forced full garbage collections (gc)."""
+    if how == "sleep":
         time.sleep(seconds)
         return
+    if how == "gc" and not _HEAP:
+        # torch's own heap makes one full collection cost most of a second: freeze it out of the
+        # collector's sight, so that each collection walks this heap alone (a few ms).
+        gc.freeze()
+        _HEAP.extend([index] for index in range(10_000))
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        pass
+        if how == "gc":
+            gc.collect()
 
 
 class _LateWork:
@@ -216,7 +237,7 @@ class StageModule(nn.Module):
         linear = deepseek_stages.DeferredWeightLinear if config.schedule in DEEPSEEK else nn.Linear
         self.layers = nn.ModuleList(linear(config.hidden, config.hidden) for _ in range(config.layers))
         self.seconds_slower = seconds_slower
-        self.spin = config.slow_how == "spin"
+        self.how = config.slow_how
         self.crash_after_forwards = crash_after_forwards
         self.forwards = 0
 
@@ -228,7 +249,7 @@ class StageModule(nn.Module):
         for layer in self.layers:
             x = torch.tanh(layer(x))
         if self.seconds_slower:
-            x = _Delay.apply(x, self.seconds_slower, self.spin)
+            x = _Delay.apply(x, self.seconds_slower, self.how)
         return x
 
 
@@ -369,6 +390,8 @@ def init_rank(rank: int, world_size: int) -> None:
 
 
 def _train(rank: int, world_size: int, config: JobConfig) -> None:
+    if config.cpus is not None:
+        os.sched_setaffinity(0, {config.cpus[rank]})
     init_rank(rank, world_size)
     try:
         train = make_trainer(config, rank)
@@ -441,12 +464,17 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
     parser.add_argument(
         "--slow-from-step", type=int, default=0, help="the slow rank is slow from this step on"
     )
-    parser.add_argument("--slow-how", choices=("spin", "sleep"), default="spin", help="busy-wait or sleep")
+    parser.add_argument(
+        "--slow-how", choices=SLOW_HOWS, default="spin", help="busy-wait, sleep or forced garbage collections"
+    )
     parser.add_argument(
         "--slow-link", type=_rank_pair, default=None, help="A:B, two ranks whose transfers are slow"
     )
     parser.add_argument(
         "--slow-link-ms", type=float, default=0.0, help="extra ms per wait on a transfer over the link"
+    )
+    parser.add_argument(
+        "--cpus", type=_cpu_list, default=None, help="C0,C1,...: pin rank r to CPU Cr (one per rank)"
     )
     parser.add_argument("--crash-rank", type=int, default=None, help="this rank SIGKILLs itself mid-step")
     parser.add_argument("--crash-step", type=int, default=1, help="the step during which --crash-rank dies")
@@ -472,6 +500,7 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
             slow_how=args.slow_how,
             slow_link=args.slow_link,
             slow_link_ms=args.slow_link_ms,
+            cpus=args.cpus,
             crash_rank=args.crash_rank,
             crash_step=args.crash_step,
             overlap_hook=args.overlap_hook,
@@ -480,6 +509,13 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
         )
     except ValueError as error:
         parser.error(str(error))
+
+
+def _cpu_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of CPU numbers") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

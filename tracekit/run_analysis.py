@@ -34,9 +34,12 @@ from tracekit.gpu.analysis import GpuAnalysis
 from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, KernelPattern
 from tracekit.perrank.engine import Engine
 from tracekit.perrank.reduce import RunReductions, reduce_directory, reduce_loaded
+from tracekit.stragglers.causes import CauseInputs, causes
 from tracekit.stragglers.links import slow_links
+from tracekit.stragglers.own_clock import clock_factors, rank_contention
 from tracekit.stragglers.scoring import StragglerConfig, Stragglers, score_stragglers
 from tracekit.stragglers.work import stage_work
+from tracekit.trace.probes import Probes, read_probes
 from tracekit.trace.run import Run
 from tracekit.whatif.attribution import WhatIf, WhatIfConfig, what_if
 from tracekit.whatif.case import ReplayCase
@@ -328,6 +331,39 @@ class RunAnalysis:
             self.config.stragglers,
             work,
             world_size=self.given_world_size if manifest is None else manifest.world_size,
+            clock=self.own_clock,
+        )
+
+    @cached_property
+    def probes(self) -> Probes | None:
+        """The collector's per-action probes (``tracekit.trace.probes``); None when the run has none."""
+        if self.loaded is None:
+            return None
+        return read_probes(self.loaded.root, tuple(self.loaded.ranks))
+
+    @cached_property
+    def own_clock(self) -> pl.DataFrame | None:
+        """Per (rank, step, stage, kind) own-clock factors (``tracekit.stragglers.own_clock``) on CPU
+        clocks with probes; None otherwise (GPU kernel time is already the rank's own clock)."""
+        if self.probes is None or self.clock is not Clock.CPU:
+            return None
+        return clock_factors(self.probes.actions)
+
+    @cached_property
+    def causes(self) -> pl.DataFrame:
+        """Every straggler's and slow link's causes (``tracekit.stragglers.causes.CAUSE_SCHEMA``)."""
+        probes = self.probes
+        clock = self.own_clock
+        return causes(
+            CauseInputs(
+                stragglers=self.stragglers,
+                ops=self.case.ops,
+                gpu_clock=not self.is_optable and self.clock is Clock.GPU,
+                clock=clock,
+                contention=None if clock is None or probes is None else rank_contention(probes.actions),
+                links=self.slow_links,
+                nvml=None if probes is None else probes.nvml,
+            )
         )
 
     @cached_property

@@ -4,6 +4,9 @@ Only compute is judged here: communication and waiting are excluded because tran
 wall time (the rank waited on looks as slow as the one it waits for); slow links are
 ``tracekit.stragglers.links``.
 
+- Clock: the compute ops' realized durations; where the collector's probes exist on a CPU clock,
+  each (rank, step, stage, kind) is scaled to its own clock first (``own_clock``: run-queue wait
+  that every rank shares is left out, so a busy host flags nobody; a rank's excess wait stays).
 - Reference (``references``): peers where they exist, else the expected cost of the rank's own
   work, else only the rank's own history.
 - Score of a (rank, kind): ``Σ actions · reference_ms / Σ actions · median_ms`` over the rank's
@@ -151,6 +154,21 @@ class Stragglers:
         return self.ranks.filter(pl.col("flagged"))
 
 
+def judged_compute(ops: pl.DataFrame, clock: pl.DataFrame | None) -> pl.DataFrame:
+    """The compute ops, each duration on its rank's own clock where ``clock`` has a factor for it."""
+    compute = ops.filter(pl.col("compute"))
+    if clock is None or clock.is_empty():
+        return compute
+    factors = clock.select(
+        "rank", pl.col("step").cast(pl.Int64()), "stage", pl.col("kind").alias("optype"), "factor"
+    )
+    return (
+        compute.join(factors, on=["rank", "step", "stage", "optype"], how="left", maintain_order="left")
+        .with_columns((pl.col("duration_ms") * pl.col("factor").fill_null(1.0)).alias("duration_ms"))
+        .drop("factor")
+    )
+
+
 def _pattern(slow: pl.Expr, steps: pl.Expr, config: StragglerConfig) -> pl.Expr:
     return (
         pl.when(slow > steps * config.persistent_share)
@@ -203,11 +221,15 @@ def score_stragglers(
     config: StragglerConfig | None = None,
     stage_work: pl.DataFrame | None = None,
     world_size: int | None = None,
+    clock: pl.DataFrame | None = None,
 ) -> Stragglers:
-    """Score every rank of ``case`` against its reference and price it (module docstring)."""
+    """Score every rank of ``case`` against its reference and price it (module docstring).
+
+    ``clock``: ``own_clock.CLOCK_SCHEMA`` factors that put each compute op on its rank's own clock.
+    """
     config = config or StragglerConfig()
     stage_work = stage_work if stage_work is not None else empty_stage_work()
-    compute = case.ops.filter(pl.col("compute"))
+    compute = judged_compute(case.ops, clock)
     by_step = own_medians(compute, ["step"])
     overall = references(own_medians(compute, []), stage_work, [])
     per_step = references(by_step, stage_work, ["step"], history=by_step)

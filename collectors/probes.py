@@ -1,0 +1,218 @@
+"""Where a rank's time went inside each labelled action: on-CPU, run-queue wait, GC pauses, GPU clocks.
+
+While a capture window is open, every compute action span (``collectors.spans.action_span`` and
+``pair_span``) also reads, at entry and exit, four clocks of the thread that runs it:
+
+- wall time (``time.monotonic_ns``);
+- on-CPU time of the thread (``time.thread_time_ns``);
+- run-queue wait of the thread: ready but not running (the second field of Linux's
+  ``/proc/thread-self/schedstat``, read through one descriptor per thread; absent elsewhere);
+- Python garbage-collection pauses (``gc.callbacks`` start/stop, summed process-wide while the
+  window is open).
+
+and keeps the differences, one row per action, in memory. Where a GPU is present and
+``nvidia-ml-py`` is installed, the device's SM clock, power and temperature are sampled at every
+captured step's end. The window's rows are written once, beside the trace, as
+``rank{r}.probes.jsonl.gz`` (``PROBES_FORMAT``, documented in docs/capture.md: a header line, then
+one JSON array per action; not ``.json.gz``, so no trace reader takes it for a trace). Outside a window
+nothing here runs: the spans test one flag.
+
+Not for: judging the numbers (``tracekit.stragglers.causes``) or opening the window
+(``collectors.capture``). Imports the standard library only (torch, for CUDA's presence, lazily);
+never raises into the job.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+PROBES_FORMAT = "tracekit-probes/1"
+"""The ``format`` field of a probes file; readers refuse others."""
+
+COLUMNS = ("step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "gc_ns")
+"""One row per labelled compute action, in this order (``rows`` in the file)."""
+
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def probes_name(rank: int) -> str:
+    """File name of rank ``rank``'s probes, beside its trace."""
+    return f"rank{rank}.probes.jsonl.gz"
+
+
+class _GcClock:
+    """Sums Python's GC pauses while installed (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.total_ns = 0
+        self.pauses = 0
+        self._started = 0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.monotonic_ns()
+        elif self._started:
+            self.total_ns += time.monotonic_ns() - self._started
+            self.pauses += 1
+            self._started = 0
+
+
+class _Nvml:
+    """SM clock, power and temperature of this process's GPU, when one is present and NVML loads."""
+
+    def __init__(self) -> None:
+        self.handle: Any = None
+        self.module: Any = None
+        self.note: str | None = None
+        try:
+            import torch
+
+            if not torch.cuda.is_available():
+                self.note = "no GPU: no clock, power or temperature samples"
+                return
+            device = torch.cuda.current_device()
+        except Exception as error:  # noqa: BLE001 - a probe never stops training
+            self.note = f"no GPU: {error!r}"
+            return
+        try:
+            import pynvml  # nvidia-ml-py
+
+            pynvml.nvmlInit()
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(device)
+            self.module = pynvml
+        except ImportError:
+            self.note = "nvidia-ml-py is not installed: no clock, power or temperature samples"
+        except Exception as error:  # noqa: BLE001
+            self.note = f"NVML did not start: {error!r}"
+
+    def sample(self, step: int) -> dict[str, Any] | None:
+        """One sample (SM clock MHz, power W, temperature C), or None without NVML."""
+        if self.handle is None:
+            return None
+        nvml = self.module
+        try:
+            return {
+                "step": step,
+                "unix_ns": time.time_ns(),
+                "sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(self.handle, nvml.NVML_CLOCK_SM),
+                "max_sm_clock_mhz": nvml.nvmlDeviceGetMaxClockInfo(self.handle, nvml.NVML_CLOCK_SM),
+                "power_w": nvml.nvmlDeviceGetPowerUsage(self.handle) / 1000,
+                "temperature_c": nvml.nvmlDeviceGetTemperature(self.handle, nvml.NVML_TEMPERATURE_GPU),
+            }
+        except Exception as error:  # noqa: BLE001
+            self.note = f"NVML sampling stopped: {error!r}"
+            self.handle = None
+            return None
+
+
+class _RunQueue:
+    """Run-queue wait of the calling thread, ns, through one open schedstat descriptor per thread."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self.available = os.path.exists(_SCHEDSTAT)
+
+    def read_ns(self) -> int:
+        """The calling thread's total run-queue wait so far (0 where the kernel does not say)."""
+        if not self.available:
+            return 0
+        fd = getattr(self._local, "fd", None)
+        try:
+            if fd is None:
+                fd = self._local.fd = os.open(_SCHEDSTAT, os.O_RDONLY)
+            return int(os.pread(fd, 128, 0).split()[1])
+        except (OSError, ValueError, IndexError):
+            self.available = False
+            return 0
+
+
+class ProbeBuffer:
+    """The probes of one capture window: created as it opens, written and closed as it closes."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, ...] | tuple[Any, ...]] = []
+        self.gc = _GcClock()
+        self.runq = _RunQueue()
+        self.nvml = _Nvml()
+        self.samples: list[dict[str, Any]] = []
+        self.depth = 0
+        gc.callbacks.append(self.gc)
+
+    def span(self, step: int, stage: int, kind: str, microbatch: int) -> _ActionProbe:
+        """The probe of one action (a context manager)."""
+        return _ActionProbe(self, step, stage, kind, microbatch)
+
+    def step_ended(self, step: int) -> None:
+        """A captured step ended: take one NVML sample where a GPU is present."""
+        sample = self.nvml.sample(step)
+        if sample is not None:
+            self.samples.append(sample)
+
+    def close(self) -> None:
+        """Stop counting GC pauses (idempotent)."""
+        if self.gc in gc.callbacks:
+            gc.callbacks.remove(self.gc)
+
+    def header(self, rank: int) -> dict[str, Any]:
+        """The file's first line (``PROBES_FORMAT``); the rows follow, one per line."""
+        notes = [] if self.runq.available else ["no run-queue wait: /proc/thread-self/schedstat is unreadable"]
+        if self.nvml.note is not None:
+            notes.append(self.nvml.note)
+        return {
+            "format": PROBES_FORMAT,
+            "rank": rank,
+            "columns": list(COLUMNS),
+            "actions": len(self.rows),
+            "runq_available": self.runq.available,
+            "gc_pauses": self.gc.pauses,
+            "gc_ns": self.gc.total_ns,
+            "nvml": self.samples,
+            "notes": notes,
+        }
+
+    def write(self, out_dir: Path, rank: int) -> Path:
+        """Write ``rank{r}.probes.jsonl.gz`` atomically (a temporary file renamed into place)."""
+        self.close()
+        target = out_dir / probes_name(rank)
+        scratch = out_dir / f".{target.name}.{os.getpid()}.tmp"
+        try:
+            with gzip.open(scratch, "wt", encoding="utf-8", compresslevel=6) as handle:
+                handle.write(json.dumps(self.header(rank), separators=(",", ":")) + "\n")
+                handle.writelines(json.dumps(row, separators=(",", ":")) + "\n" for row in self.rows)
+            os.replace(scratch, target)
+        finally:
+            if scratch.exists():
+                scratch.unlink()
+        return target
+
+
+class _ActionProbe:
+    """Reads the thread's clocks as one action enters and exits, and keeps the differences."""
+
+    __slots__ = ("buffer", "key", "start")
+
+    def __init__(self, buffer: ProbeBuffer, step: int, stage: int, kind: str, microbatch: int) -> None:
+        self.buffer = buffer
+        self.key = (step, stage, kind, microbatch)
+        self.start = (0, 0, 0, 0)
+
+    def __enter__(self) -> None:
+        buffer = self.buffer
+        buffer.depth += 1
+        self.start = (time.monotonic_ns(), time.thread_time_ns(), buffer.runq.read_ns(), buffer.gc.total_ns)
+
+    def __exit__(self, *_: object) -> None:
+        buffer = self.buffer
+        runq, cpu, wall = buffer.runq.read_ns(), time.thread_time_ns(), time.monotonic_ns()
+        wall0, cpu0, runq0, gc0 = self.start
+        buffer.depth -= 1
+        buffer.rows.append(
+            (*self.key, buffer.depth, wall - wall0, cpu - cpu0, runq - runq0, buffer.gc.total_ns - gc0)
+        )
