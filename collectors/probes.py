@@ -5,12 +5,15 @@ While a capture window is open, every compute action span (``collectors.spans.ac
 
 - wall time (``time.monotonic_ns``);
 - on-CPU time of the thread (``time.thread_time_ns``);
-- run-queue wait of the thread: ready but not running (the second field of Linux's
-  ``/proc/thread-self/schedstat``, read through one descriptor per thread; absent elsewhere);
+- run-queue wait of the thread: ready but not running, and how many times it was put on a core
+  (the second and third fields of Linux's ``/proc/thread-self/schedstat``, read through one
+  descriptor per thread; absent elsewhere);
 - Python garbage-collection pauses (``gc.callbacks`` start/stop, summed process-wide while the
   window is open).
 
-and keeps the differences, one row per action, in memory. Where a GPU is present and
+and keeps the differences, one row per action, in memory. The window's whole run-queue wait and
+dispatches of the thread that opened it go in the header: the host's wait per dispatch, which
+every action of the rank, inside or outside a label, sees alike. Where a GPU is present and
 ``nvidia-ml-py`` is installed, the device's SM clock, power and temperature are sampled at every
 captured step's end. The window's rows are written once, beside the trace, as
 ``rank{r}.probes.jsonl.gz`` (``PROBES_FORMAT``, documented in docs/capture.md: a header line, then
@@ -36,7 +39,7 @@ from typing import Any
 PROBES_FORMAT = "tracekit-probes/1"
 """The ``format`` field of a probes file; readers refuse others."""
 
-COLUMNS = ("step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "gc_ns")
+COLUMNS = ("step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "dispatches", "gc_ns")
 """One row per labelled compute action, in this order (``rows`` in the file)."""
 
 _SCHEDSTAT = "/proc/thread-self/schedstat"
@@ -119,18 +122,19 @@ class _RunQueue:
         self._local = threading.local()
         self.available = os.path.exists(_SCHEDSTAT)
 
-    def read_ns(self) -> int:
-        """The calling thread's total run-queue wait so far (0 where the kernel does not say)."""
+    def read(self) -> tuple[int, int]:
+        """The calling thread's run-queue wait so far (ns) and times put on a core ((0, 0) where unknown)."""
         if not self.available:
-            return 0
+            return 0, 0
         fd = getattr(self._local, "fd", None)
         try:
             if fd is None:
                 fd = self._local.fd = os.open(_SCHEDSTAT, os.O_RDONLY)
-            return int(os.pread(fd, 128, 0).split()[1])
+            fields = os.pread(fd, 128, 0).split()
+            return int(fields[1]), int(fields[2])
         except (OSError, ValueError, IndexError):
             self.available = False
-            return 0
+            return 0, 0
 
 
 class ProbeBuffer:
@@ -143,6 +147,7 @@ class ProbeBuffer:
         self.nvml = _Nvml()
         self.samples: list[dict[str, Any]] = []
         self.depth = 0
+        self.window_start = self.runq.read()
         gc.callbacks.append(self.gc)
 
     def span(self, step: int, stage: int, kind: str, microbatch: int) -> _ActionProbe:
@@ -160,6 +165,12 @@ class ProbeBuffer:
         if self.gc in gc.callbacks:
             gc.callbacks.remove(self.gc)
 
+    @property
+    def _window(self) -> tuple[int, int]:
+        """Run-queue wait (ns) and dispatches of this thread since the window opened."""
+        now = self.runq.read()
+        return now[0] - self.window_start[0], now[1] - self.window_start[1]
+
     def header(self, rank: int) -> dict[str, Any]:
         """The file's first line (``PROBES_FORMAT``); the rows follow, one per line."""
         notes = [] if self.runq.available else ["no run-queue wait: /proc/thread-self/schedstat is unreadable"]
@@ -170,6 +181,8 @@ class ProbeBuffer:
             "rank": rank,
             "columns": list(COLUMNS),
             "actions": len(self.rows),
+            "window_runq_ns": self._window[0],
+            "window_dispatches": self._window[1],
             "runq_available": self.runq.available,
             "gc_pauses": self.gc.pauses,
             "gc_ns": self.gc.total_ns,
@@ -201,18 +214,19 @@ class _ActionProbe:
     def __init__(self, buffer: ProbeBuffer, step: int, stage: int, kind: str, microbatch: int) -> None:
         self.buffer = buffer
         self.key = (step, stage, kind, microbatch)
-        self.start = (0, 0, 0, 0)
+        self.start: tuple[int, int, tuple[int, int], int] = (0, 0, (0, 0), 0)
 
     def __enter__(self) -> None:
         buffer = self.buffer
         buffer.depth += 1
-        self.start = (time.monotonic_ns(), time.thread_time_ns(), buffer.runq.read_ns(), buffer.gc.total_ns)
+        self.start = (time.monotonic_ns(), time.thread_time_ns(), buffer.runq.read(), buffer.gc.total_ns)
 
     def __exit__(self, *_: object) -> None:
         buffer = self.buffer
-        runq, cpu, wall = buffer.runq.read_ns(), time.thread_time_ns(), time.monotonic_ns()
-        wall0, cpu0, runq0, gc0 = self.start
+        (runq, dispatches), cpu, wall = buffer.runq.read(), time.thread_time_ns(), time.monotonic_ns()
+        wall0, cpu0, (runq0, dispatches0), gc0 = self.start
         buffer.depth -= 1
         buffer.rows.append(
-            (*self.key, buffer.depth, wall - wall0, cpu - cpu0, runq - runq0, buffer.gc.total_ns - gc0)
+            (*self.key, buffer.depth, wall - wall0, cpu - cpu0, runq - runq0, dispatches - dispatches0,
+             buffer.gc.total_ns - gc0)  # fmt: skip
         )

@@ -347,7 +347,7 @@ class RunAnalysis:
         clocks with probes; None otherwise (GPU kernel time is already the rank's own clock)."""
         if self.probes is None or self.clock is not Clock.CPU:
             return None
-        return clock_factors(self.probes.actions)
+        return clock_factors(self.probes.actions, self.probes.window)
 
     @cached_property
     def causes(self) -> pl.DataFrame:
@@ -360,7 +360,7 @@ class RunAnalysis:
                 ops=self.case.ops,
                 gpu_clock=not self.is_optable and self.clock is Clock.GPU,
                 clock=clock,
-                contention=None if clock is None or probes is None else rank_contention(probes.actions),
+                contention=None if clock is None or probes is None else rank_contention(probes.window),
                 links=self.slow_links,
                 nvml=None if probes is None else probes.nvml,
             )

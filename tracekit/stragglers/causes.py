@@ -6,8 +6,8 @@ naming what it waits on. Definitions (``CAUSES``, quoted by every output):
 
 - ``compute``: its own work is slower: on-CPU time beyond its reference (CPU runs, GC excluded), or
   GPU kernel time (GPU runs, where the clock is the kernels').
-- ``contended``: ready but not running: run-queue wait beyond the other ranks' (per ms of its own
-  time, ``own_clock``): a busy host or one hog beside it.
+- ``contended``: ready but not running: run-queue wait beyond what its dispatches would have waited
+  on the other ranks (their wait per dispatch, ``own_clock``): one hog beside it, a busier core.
 - ``blocked``: neither on a core nor waiting for one (wall - on-CPU - run-queue): sleep, I/O,
   locks, page faults.
 - ``gc``: Python garbage-collection pauses inside its actions.
@@ -20,8 +20,8 @@ Shares (CPU runs with probes): per step, the rank's wall time splits into GC pau
 rest, on-CPU, blocked and run-queue wait (GC pauses are wall time; the run-queue and blocked time
 inside them are taken in the whole actions' proportions, so the four parts add up to the wall). Its reference's split is the median split of the other ranks (each
 part per ms of their own time) scaled to the rank's reference time (``reference_ms`` of its judged
-kinds, ``scoring``); its run-queue reference is the other ranks' wait per own ms times its own
-time. Each part's excess over its reference, clipped at 0, divided by their sum, is that cause's
+kinds, ``scoring``); its run-queue reference is the other ranks' wait per dispatch times its
+actions' dispatches (``shared_runq_ms``). Each part's excess over its reference, clipped at 0, divided by their sum, is that cause's
 share; ``price_ms`` is share x the rank's saving. Causes explaining less than ``MIN_SHARE`` are left
 out (one is always kept).
 
@@ -59,7 +59,7 @@ from tracekit.stragglers.scoring import Stragglers
 
 CAUSES: dict[str, str] = {
     "compute": "its own work is slower on its own clock (on-CPU time, GC excluded; GPU kernel time on GPU runs)",
-    "contended": "ready but not running: run-queue wait beyond the other ranks' (a busy host, a hog beside it)",
+    "contended": "ready but not running: run-queue wait per dispatch beyond the other ranks' (a hog beside it)",
     "blocked": "neither on a core nor waiting for one (wall - on-CPU - run queue): sleep, I/O, locks, page faults",
     "gc": "Python garbage-collection pauses inside its actions",
     "throttle": "GPU SM clock below its peers' (NVML samples)",
@@ -132,7 +132,7 @@ def _parts(clock: pl.DataFrame) -> pl.DataFrame:
     steps = clock.group_by("rank").agg(pl.col("step").n_unique().alias("steps"))
     summed = (
         clock.group_by("rank")
-        .agg(pl.col("wall_ms").sum(), pl.col("cpu_ms").sum(), pl.col("runq_ms").sum(), pl.col("gc_ms").sum())
+        .agg(*(pl.col(name).sum() for name in ("wall_ms", "cpu_ms", "runq_ms", "gc_ms", "shared_runq_ms")))
         .join(steps, on="rank")
         .with_columns(
             (pl.col("gc_ms") / pl.col("wall_ms").clip(lower_bound=1e-9)).clip(0.0, 1.0).alias("gc_share")
@@ -141,6 +141,7 @@ def _parts(clock: pl.DataFrame) -> pl.DataFrame:
     rest = 1 - pl.col("gc_share")
     return summed.with_columns(
         (pl.col("runq_ms") * rest / pl.col("steps")).alias("runq_ms"),
+        (pl.col("shared_runq_ms") * rest / pl.col("steps")).alias("shared_runq_ms"),
         (pl.col("cpu_ms") * rest / pl.col("steps")).alias("oncpu_ms"),
         ((pl.col("wall_ms") - pl.col("cpu_ms") - pl.col("runq_ms")).clip(lower_bound=0.0) * rest / pl.col("steps")).alias(
             "blocked_ms"
@@ -171,7 +172,7 @@ def _probed_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dic
     for cause, part in _PART_OF.items():
         shares = [row[part] / row["own_ms"] for row in others.to_dicts() if row["own_ms"] > 0]
         expected[cause] = (statistics.median(shares) if shares else 0.0) * reference
-    expected["contended"] = contention["k_reference"] * mine["own_ms"]
+    expected["contended"] = mine["shared_runq_ms"]
     actual = {cause: mine[part] for cause, part in _PART_OF.items()} | {"contended": mine["runq_ms"]}
     excess = {cause: max(0.0, actual[cause] - expected[cause]) for cause in actual}
     total = sum(excess.values())
@@ -183,8 +184,9 @@ def _probed_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dic
         "gc": lambda: f"{actual['gc']:.1f} ms per step in Python GC pauses against {expected['gc']:.1f} ms",
         "blocked": lambda: f"{actual['blocked']:.1f} ms per step neither on a core nor waiting for one "
         f"(sleep, I/O, locks) against {expected['blocked']:.1f} ms",
-        "contended": lambda: f"{actual['contended']:.1f} ms per step waiting for a core: {contention['k']:.2f} ms "
-        f"per ms of its own time against {contention['k_reference']:.2f} on the other ranks",
+        "contended": lambda: f"{actual['contended']:.1f} ms per step waiting for a core: "
+        f"{contention['latency_ms']:.2f} ms per dispatch against {contention['latency_reference_ms']:.2f} ms "
+        "on the other ranks",
     }
     rows = [
         _row("rank", rank, cause, evidence[cause](), share=value / total, price_ms=value / total * saving_ms,

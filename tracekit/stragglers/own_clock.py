@@ -5,14 +5,14 @@ core. The collector's probes (``tracekit.trace.probes``) split each action's wal
 on-CPU, blocked (neither on a core nor waiting for one) and run-queue wait. On a CPU clock,
 straggler scoring judges each action on its own clock:
 
-- ``own_ms = wall_ms - runq_ms``: what the rank itself spent (computing, sleeping, in GC);
-- ``k``: a rank's run-queue wait per ms of its own time (``Σ runq_ms / Σ own_ms`` over its compute
-  actions); ``k_reference``: the median ``k`` of the other ranks with probes, the contention the
-  host gives every rank;
-- ``judged_ms = own_ms * (1 + max(0, k - k_reference))``: a busy host that slows every rank alike
-  (uniform load) adds nothing, so it flags nobody; a rank that waits for a core more than its peers
-  (a hog pinned beside it alone) keeps that excess, so it is still flagged, and its cause is
-  ``contended`` (``tracekit.stragglers.causes``).
+- ``latency_ms``: a rank's run-queue wait per dispatch (each time its thread was put on a core) over
+  the whole capture window, labelled or not: how long the host makes it wait for a core;
+  ``latency_reference_ms``: the median of the other ranks' (the wait the host gives every rank);
+- ``judged_ms = wall_ms - min(runq_ms, latency_reference_ms * dispatches)``: the wait that the
+  action's dispatches would have had on the other ranks' host is left out, so a busy host that
+  slows every rank alike (uniform load) flags nobody, however often an action sleeps and wakes; a
+  rank that waits longer per dispatch than its peers (a hog pinned beside it alone) keeps the
+  excess, so it is still flagged, and its cause is ``contended`` (``tracekit.stragglers.causes``).
 
 GPU clocks are already the rank's own (kernel time), so nothing here applies to them.
 
@@ -24,15 +24,20 @@ GPU clocks are already the rank's own (kernel time), so nothing here applies to 
 | kind | String | F, B, I, W or F&B | never null |
 | actions | Int64 | actions with probes | never null |
 | wall_ms, cpu_ms, runq_ms, gc_ms | Float64 | sums over those actions, ms | never null (runq_ms 0 where unknown) |
+| dispatches | Int64 | times the thread was put on a core during them | never null (0 where unknown) |
+| shared_runq_ms | Float64 | min(runq_ms, latency_reference_ms x dispatches): the wait every rank would have had | never null |
 | factor | Float64 | judged_ms / wall_ms: what scoring multiplies the realized durations by | never null |
 
-``RANK_CLOCK_SCHEMA``, one row per rank with probes: rank (Int32), own_ms, runq_ms (Float64, sums),
-k, k_reference, excess (Float64: max(0, k - k_reference)), runq_known (Boolean).
+``RANK_CLOCK_SCHEMA``, one row per rank with probes: rank (Int32), runq_ms (Float64) and dispatches
+(Int64) over the window, latency_ms (runq_ms / dispatches), latency_reference_ms (the other ranks'
+median; the rank's own where no other rank has one), runq_known (Boolean).
 
 Not for: scoring itself (``scoring``) or naming causes (``causes``).
 """
 
 from __future__ import annotations
+
+import statistics
 
 import polars as pl
 
@@ -48,57 +53,48 @@ CLOCK_SCHEMA: dict[str, pl.DataType] = {
     "cpu_ms": pl.Float64(),
     "runq_ms": pl.Float64(),
     "gc_ms": pl.Float64(),
+    "dispatches": pl.Int64(),
+    "shared_runq_ms": pl.Float64(),
     "factor": pl.Float64(),
 }
 
 RANK_CLOCK_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
-    "own_ms": pl.Float64(),
     "runq_ms": pl.Float64(),
-    "k": pl.Float64(),
-    "k_reference": pl.Float64(),
-    "excess": pl.Float64(),
+    "dispatches": pl.Int64(),
+    "latency_ms": pl.Float64(),
+    "latency_reference_ms": pl.Float64(),
     "runq_known": pl.Boolean(),
 }
 
-JUDGED_CLOCK = "own clock: wall time less the run-queue wait the other ranks also had (judged = own x (1 + excess k))"
+JUDGED_CLOCK = (
+    "own clock: wall time less the run-queue wait its dispatches would have had on the other ranks "
+    "(their median wait per dispatch over the window)"
+)
 """The one sentence every output quotes for the clock compute is judged on when probes exist."""
 
 
-def rank_contention(probes: pl.DataFrame) -> pl.DataFrame:
-    """``RANK_CLOCK_SCHEMA``: each rank's run-queue wait per own ms against the other ranks' median."""
-    if probes.is_empty():
+def rank_contention(window: pl.DataFrame) -> pl.DataFrame:
+    """``RANK_CLOCK_SCHEMA``: each rank's run-queue wait per dispatch against the other ranks' median."""
+    if window.is_empty():
         return pl.DataFrame(schema=RANK_CLOCK_SCHEMA)
-    per_rank = (
-        probes.group_by("rank")
-        .agg(
-            (pl.col("wall_ms") - pl.col("runq_ms").fill_null(0.0)).sum().alias("own_ms"),
-            pl.col("runq_ms").fill_null(0.0).sum().alias("runq_ms"),
-            pl.col("runq_ms").is_not_null().all().alias("runq_known"),
-        )
-        .with_columns((pl.col("runq_ms") / pl.col("own_ms").clip(lower_bound=1e-9)).alias("k"))
-        .sort("rank")
+    rows = window.sort("rank").with_columns(
+        (pl.col("runq_ms") / pl.col("dispatches").clip(lower_bound=1)).alias("latency_ms"),
+        (pl.col("runq_ms").is_not_null() & pl.col("dispatches").is_not_null()).alias("runq_known"),
     )
-    ranks, ks, known = per_rank["rank"].to_list(), per_rank["k"].to_list(), per_rank["runq_known"].to_list()
+    latencies, known = rows["latency_ms"].to_list(), rows["runq_known"].to_list()
     references = []
-    for index, k in enumerate(ks):
-        others = sorted(ks[j] for j in range(len(ks)) if j != index and known[j])
-        references.append(_median(others) if others and known[index] else k)
-    return per_rank.with_columns(
-        pl.Series("k_reference", references, dtype=pl.Float64()),
-    ).with_columns(
-        (pl.col("k") - pl.col("k_reference")).clip(lower_bound=0.0).alias("excess")
-    ).select(list(RANK_CLOCK_SCHEMA)).with_columns(pl.Series("rank", ranks, dtype=pl.Int32()))
+    for index, latency in enumerate(latencies):
+        others = sorted(latencies[j] for j in range(len(latencies)) if j != index and known[j])
+        references.append(statistics.median(others) if others and known[index] else latency)
+    return rows.with_columns(pl.Series("latency_reference_ms", references, dtype=pl.Float64())).select(
+        list(RANK_CLOCK_SCHEMA)
+    )
 
 
-def _median(values: list[float]) -> float:
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-
-
-def clock_factors(probes: pl.DataFrame) -> pl.DataFrame:
+def clock_factors(probes: pl.DataFrame, window: pl.DataFrame) -> pl.DataFrame:
     """``CLOCK_SCHEMA``: per (rank, step, stage, kind), the probes' sums and the judged-clock factor."""
-    contention = rank_contention(probes)
+    contention = rank_contention(window).select("rank", pl.col("latency_reference_ms").fill_null(0.0))
     return (
         probes.group_by(CLOCK_KEY)
         .agg(
@@ -107,11 +103,17 @@ def clock_factors(probes: pl.DataFrame) -> pl.DataFrame:
             pl.col("cpu_ms").sum(),
             pl.col("runq_ms").fill_null(0.0).sum(),
             pl.col("gc_ms").sum(),
+            pl.col("dispatches").fill_null(0).sum().cast(pl.Int64()),
         )
-        .join(contention.select("rank", "excess"), on="rank", how="left")
+        .join(contention, on="rank", how="left")
+        .with_columns(
+            pl.min_horizontal(
+                pl.col("runq_ms"), pl.col("latency_reference_ms").fill_null(0.0) * pl.col("dispatches")
+            ).alias("shared_runq_ms")
+        )
         .with_columns(
             pl.when(pl.col("wall_ms") > 0)
-            .then((pl.col("wall_ms") - pl.col("runq_ms")).clip(lower_bound=0.0) * (1 + pl.col("excess")) / pl.col("wall_ms"))
+            .then((pl.col("wall_ms") - pl.col("shared_runq_ms")).clip(lower_bound=0.0) / pl.col("wall_ms"))
             .otherwise(1.0)
             .alias("factor")
         )

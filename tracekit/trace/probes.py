@@ -17,7 +17,11 @@ time is inside their parent's):
 | wall_ms | Float64 | wall time of the action's span, ms | never null |
 | cpu_ms | Float64 | on-CPU time of the thread running it (``thread_time``), ms | never null |
 | runq_ms | Float64 | time the thread was ready but waiting for a core (schedstat), ms | run-queue wait not available |
+| dispatches | Int64 | times the thread was put on a core during the span (schedstat) | run-queue wait not available |
 | gc_ms | Float64 | Python GC pauses inside the span, ms | never null |
+
+``WINDOW_SCHEMA``, one row per rank: rank (Int32), runq_ms (Float64) and dispatches (Int64) of the
+thread that opened the window, over the whole window (null: run-queue wait not available).
 
 ``NVML_SCHEMA``, one row per GPU sample: rank (Int32), step (Int32), sm_clock_mhz,
 max_sm_clock_mhz, power_w, temperature_c (Float64).
@@ -52,8 +56,11 @@ PROBE_SCHEMA: dict[str, pl.DataType] = {
     "wall_ms": pl.Float64(),
     "cpu_ms": pl.Float64(),
     "runq_ms": pl.Float64(),
+    "dispatches": pl.Int64(),
     "gc_ms": pl.Float64(),
 }
+
+WINDOW_SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "runq_ms": pl.Float64(), "dispatches": pl.Int64()}
 
 NVML_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -64,7 +71,7 @@ NVML_SCHEMA: dict[str, pl.DataType] = {
     "temperature_c": pl.Float64(),
 }
 
-_COLUMNS = ["step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "gc_ns"]
+_COLUMNS = ["step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "dispatches", "gc_ns"]
 
 
 def probes_name(rank: int) -> str:
@@ -80,6 +87,8 @@ class Probes:
     """``PROBE_SCHEMA``."""
     nvml: pl.DataFrame
     """``NVML_SCHEMA``."""
+    window: pl.DataFrame
+    """``WINDOW_SCHEMA``."""
     ranks: tuple[int, ...]
     """Ranks that have a probes file."""
     notes: tuple[str, ...]
@@ -97,8 +106,8 @@ def _read_lines(path: Path) -> list[str]:
     return text.splitlines()
 
 
-def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], list[str]]:
-    """(action rows, NVML rows, notes) of one probes file; TracekitError naming the fault."""
+def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], tuple, list[str]]:
+    """(action rows, NVML rows, window row, notes) of one probes file; TracekitError naming the fault."""
     lines = _read_lines(path)
     try:
         header = json.loads(lines[0]) if lines else None
@@ -112,12 +121,12 @@ def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], l
     rows = []
     for number, line in enumerate(lines[1:], start=2):
         try:
-            step, stage, kind, microbatch, depth, wall, cpu, queued, gc_ns = json.loads(line)
+            step, stage, kind, microbatch, depth, wall, cpu, queued, dispatches, gc_ns = json.loads(line)
             if depth:
                 continue
             rows.append(
                 (rank, int(step), int(stage), str(kind), int(microbatch), wall / 1e6, cpu / 1e6,
-                 queued / 1e6 if runq else None, gc_ns / 1e6)  # fmt: skip
+                 queued / 1e6 if runq else None, int(dispatches) if runq else None, gc_ns / 1e6)  # fmt: skip
             )
         except (json.JSONDecodeError, ValueError, TypeError) as error:
             raise TracekitError(f"line {number}: not a probe row ({error})", path) from error
@@ -132,33 +141,47 @@ def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], l
             )
         except (KeyError, TypeError, ValueError) as error:
             raise TracekitError(f"malformed NVML sample {sample!r}", path) from error
-    notes = [f"rank {rank}: {note}" for note in header.get("notes") or [] if isinstance(note, str)]
-    return rows, samples, notes
+    notes = [note for note in header.get("notes") or [] if isinstance(note, str)]
+    try:
+        window = (rank, float(header["window_runq_ns"]) / 1e6 if runq else None,
+                  int(header["window_dispatches"]) if runq else None)  # fmt: skip
+    except (KeyError, TypeError, ValueError) as error:
+        raise TracekitError("probes header lacks the window's run-queue wait", path) from error
+    return rows, samples, window, notes
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
 
 
 def read_probes(root: Path, ranks: tuple[int, ...]) -> Probes | None:
     """The probes of ``ranks`` found in ``root``; None when no rank has a probes file."""
     rows: list[tuple] = []
     samples: list[tuple] = []
-    notes: list[str] = []
+    windows: list[tuple] = []
+    said: dict[str, list[int]] = {}
     found = []
     for rank in ranks:
         path = Path(root) / probes_name(rank)
         if not path.is_file():
             continue
         found.append(rank)
-        got, nvml, said = read_rank_probes(path, rank)
+        got, nvml, window, notes = read_rank_probes(path, rank)
         rows += got
         samples += nvml
-        notes += said
+        windows.append(window)
+        for note in notes:
+            said.setdefault(note, []).append(rank)
+    notes = [f"{_ranks(holders)}: {note}" for note, holders in said.items()]
     if not found:
         return None
     missing = sorted(set(ranks) - set(found))
     if missing:
-        notes.append(f"ranks {', '.join(map(str, missing))} have no probes file: judged on wall time")
+        notes.append(f"{_ranks(missing)}: no probes file: judged on wall time")
     return Probes(
         actions=pl.DataFrame(rows, schema=PROBE_SCHEMA, orient="row"),
         nvml=pl.DataFrame(samples, schema=NVML_SCHEMA, orient="row"),
+        window=pl.DataFrame(windows, schema=WINDOW_SCHEMA, orient="row"),
         ranks=tuple(found),
         notes=tuple(notes),
     )
