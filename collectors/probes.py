@@ -39,7 +39,10 @@ from typing import Any
 PROBES_FORMAT = "tracekit-probes/1"
 """The ``format`` field of a probes file; readers refuse others."""
 
-COLUMNS = ("step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "dispatches", "gc_ns")
+COLUMNS = (
+    "step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "dispatches", "gc_ns",
+    "peer_runq_ns",
+)  # fmt: skip
 """One row per labelled compute action, in this order (``rows`` in the file)."""
 
 _SCHEDSTAT = "/proc/thread-self/schedstat"
@@ -137,6 +140,58 @@ class _RunQueue:
             return 0, 0
 
 
+class _PeerThreads:
+    """Run-queue wait of the process's other Python threads (named as the main thread is).
+
+    A thread that holds the GIL while it waits for a core keeps the action's thread blocked: that
+    wait is the host's, not the action's. Native threads (gloo's, the allocator's) are named apart
+    and left out. The thread list is taken as the window opens and on every step's end.
+    """
+
+    def __init__(self, available: bool) -> None:
+        self.available = available and os.path.isdir("/proc/self/task")
+        self._fds: dict[str, int] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Open the schedstat of every other thread named as this process (once per thread)."""
+        if not self.available:
+            return
+        try:
+            me = str(threading.get_native_id())
+            with open("/proc/self/comm", encoding="utf-8") as handle:
+                name = handle.read()
+            for tid in os.listdir("/proc/self/task"):
+                if tid == me or tid in self._fds:
+                    continue
+                try:
+                    with open(f"/proc/self/task/{tid}/comm", encoding="utf-8") as handle:
+                        if handle.read() != name:
+                            continue
+                    self._fds[tid] = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+                except OSError:
+                    continue  # the thread ended meanwhile
+        except OSError:
+            self.available = False
+
+    def read_ns(self) -> int:
+        """Their summed run-queue wait so far, ns (a thread that ended counts no more)."""
+        total = 0
+        for tid, fd in list(self._fds.items()):
+            try:
+                total += int(os.pread(fd, 128, 0).split()[1])
+            except (OSError, ValueError, IndexError):
+                os.close(fd)
+                del self._fds[tid]
+        return total
+
+    def close(self) -> None:
+        """Close every descriptor."""
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+
+
 class ProbeBuffer:
     """The probes of one capture window: created as it opens, written and closed as it closes."""
 
@@ -145,6 +200,7 @@ class ProbeBuffer:
         self.gc = _GcClock()
         self.runq = _RunQueue()
         self.nvml = _Nvml()
+        self.peers = _PeerThreads(self.runq.available)
         self.samples: list[dict[str, Any]] = []
         self.depth = 0
         self.window_start = self.runq.read()
@@ -156,6 +212,7 @@ class ProbeBuffer:
 
     def step_ended(self, step: int) -> None:
         """A captured step ended: take one NVML sample where a GPU is present."""
+        self.peers.refresh()
         sample = self.nvml.sample(step)
         if sample is not None:
             self.samples.append(sample)
@@ -164,6 +221,7 @@ class ProbeBuffer:
         """Stop counting GC pauses (idempotent)."""
         if self.gc in gc.callbacks:
             gc.callbacks.remove(self.gc)
+        self.peers.close()
 
     @property
     def _window(self) -> tuple[int, int]:
@@ -214,19 +272,21 @@ class _ActionProbe:
     def __init__(self, buffer: ProbeBuffer, step: int, stage: int, kind: str, microbatch: int) -> None:
         self.buffer = buffer
         self.key = (step, stage, kind, microbatch)
-        self.start: tuple[int, int, tuple[int, int], int] = (0, 0, (0, 0), 0)
+        self.start: tuple[int, int, tuple[int, int], int, int] = (0, 0, (0, 0), 0, 0)
 
     def __enter__(self) -> None:
         buffer = self.buffer
         buffer.depth += 1
-        self.start = (time.monotonic_ns(), time.thread_time_ns(), buffer.runq.read(), buffer.gc.total_ns)
+        peers = buffer.peers.read_ns()
+        self.start = (time.monotonic_ns(), time.thread_time_ns(), buffer.runq.read(), buffer.gc.total_ns, peers)
 
     def __exit__(self, *_: object) -> None:
         buffer = self.buffer
         (runq, dispatches), cpu, wall = buffer.runq.read(), time.thread_time_ns(), time.monotonic_ns()
-        wall0, cpu0, (runq0, dispatches0), gc0 = self.start
+        peers = buffer.peers.read_ns()
+        wall0, cpu0, (runq0, dispatches0), gc0, peers0 = self.start
         buffer.depth -= 1
         buffer.rows.append(
             (*self.key, buffer.depth, wall - wall0, cpu - cpu0, runq - runq0, dispatches - dispatches0,
-             buffer.gc.total_ns - gc0)  # fmt: skip
+             buffer.gc.total_ns - gc0, max(0, peers - peers0))  # fmt: skip
         )

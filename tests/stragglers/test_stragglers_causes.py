@@ -33,7 +33,7 @@ HOG_RANK = 1
 HOGGED = Job("hog-r1", "1f1b", 4, microbatches=4, cpus=(1, 0, 1, 1))
 """Rank 1 alone on CPU 0, beside the busy process; the other ranks on CPU 1."""
 
-LINK = Job("link-12", "1f1b", 4, slow_link=(1, 2), slow_link_ms=15, microbatches=4, small=True)
+LINK = Job("link-12", "1f1b", 4, slow_link=(1, 2), slow_link_ms=40, microbatches=4, small=True)
 
 
 def _hog() -> subprocess.Popen:

@@ -20,7 +20,7 @@ from tracekit.trace.probes import PROBE_SCHEMA, WINDOW_SCHEMA, read_probes
 def _probes(rows: list[tuple]) -> pl.DataFrame:
     """rank, wall, cpu, runq, dispatches -> PROBE_SCHEMA rows (step 0, stage = rank, F, gc 0)."""
     return pl.DataFrame(
-        [(rank, 0, rank, "F", 0, wall, cpu, runq, dispatches, 0.0) for rank, wall, cpu, runq, dispatches in rows],
+        [(rank, 0, rank, "F", 0, wall, cpu, runq, dispatches, 0.0, 0.0) for rank, wall, cpu, runq, dispatches in rows],
         schema=PROBE_SCHEMA,
         orient="row",
     )
@@ -69,6 +69,19 @@ def test_the_judged_time_lies_between_the_own_time_and_the_wall(actions, windows
     assert ((judged <= factors["wall_ms"] + 1e-9) & (judged >= factors["wall_ms"] - factors["runq_ms"] - 1e-9)).all()
 
 
+def test_a_python_thread_waiting_for_a_core_while_the_action_is_blocked_is_waiting() -> None:
+    probes = pl.DataFrame(
+        [(0, 0, 0, "F", 0, 20.0, 5.0, 1.0, 1, 0.0, 30.0), (1, 0, 1, "F", 0, 20.0, 5.0, 1.0, 1, 0.0, 4.0)],
+        schema=PROBE_SCHEMA,
+        orient="row",
+    )
+
+    factors = clock_factors(probes, _window([(0, 1.0, 1), (1, 1.0, 1)]))
+
+    # Rank 0 was blocked 14 ms while its other threads waited 30: all 14 are waiting; rank 1's 4 are.
+    assert factors["runq_ms"].to_list() == [15.0, 5.0]
+
+
 def test_the_collector_writes_what_the_reader_reads(tmp_path: Path) -> None:
     buffer = ProbeBuffer()
     try:
@@ -103,9 +116,9 @@ def _header(**changes: object) -> str:
 @pytest.mark.parametrize(
     ("lines", "fault"),
     [
-        ([_header(format="other/9"), "[0,0,\"F\",0,0,1,1,0,0,0]"], "not a tracekit-probes/1"),
+        ([_header(format="other/9"), "[0,0,\"F\",0,0,1,1,0,0,0,0]"], "not a tracekit-probes/1"),
         ([_header(), "[0,0,\"F\"]"], "line 2: not a probe row"),
-        ([_header(actions=2), "[0,0,\"F\",0,0,1,1,0,0,0]"], "header says 2 actions"),
+        ([_header(actions=2), "[0,0,\"F\",0,0,1,1,0,0,0,0]"], "header says 2 actions"),
         (["{not json"], "probes header is not JSON"),
     ],
 )

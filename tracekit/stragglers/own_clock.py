@@ -23,7 +23,7 @@ GPU clocks are already the rank's own (kernel time), so nothing here applies to 
 | rank, step, stage | Int32 | as in the realized actions | never null |
 | kind | String | F, B, I, W or F&B | never null |
 | actions | Int64 | actions with probes | never null |
-| wall_ms, cpu_ms, runq_ms, gc_ms | Float64 | sums over those actions, ms | never null (runq_ms 0 where unknown) |
+| wall_ms, cpu_ms, runq_ms, gc_ms | Float64 | sums over those actions, ms (runq_ms: ``waiting_ms``) | never null (runq_ms 0 where unknown) |
 | dispatches | Int64 | times the thread was put on a core during them | never null (0 where unknown) |
 | shared_runq_ms | Float64 | min(runq_ms, latency_reference_ms x dispatches): the wait every rank would have had | never null |
 | factor | Float64 | judged_ms / wall_ms: what scoring multiplies the realized durations by | never null |
@@ -92,11 +92,24 @@ def rank_contention(window: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def waiting_ms(probes: pl.DataFrame) -> pl.Expr:
+    """Per action: its thread's run-queue wait, plus the other Python threads' while it was blocked.
+
+    A thread that holds the GIL while it waits for a core blocks the action's thread: up to the
+    action's blocked time (wall - on-CPU - own wait), the other Python threads' run-queue wait is
+    the host's too.
+    """
+    runq = pl.col("runq_ms").fill_null(0.0)
+    blocked = (pl.col("wall_ms") - pl.col("cpu_ms") - runq).clip(lower_bound=0.0)
+    return runq + pl.min_horizontal(blocked, pl.col("peer_runq_ms").fill_null(0.0))
+
+
 def clock_factors(probes: pl.DataFrame, window: pl.DataFrame) -> pl.DataFrame:
     """``CLOCK_SCHEMA``: per (rank, step, stage, kind), the probes' sums and the judged-clock factor."""
     contention = rank_contention(window).select("rank", pl.col("latency_reference_ms").fill_null(0.0))
     return (
-        probes.group_by(CLOCK_KEY)
+        probes.with_columns(waiting_ms(probes).alias("runq_ms"))
+        .group_by(CLOCK_KEY)
         .agg(
             pl.len().cast(pl.Int64()).alias("actions"),
             pl.col("wall_ms").sum(),

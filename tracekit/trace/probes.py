@@ -19,6 +19,7 @@ time is inside their parent's):
 | runq_ms | Float64 | time the thread was ready but waiting for a core (schedstat), ms | run-queue wait not available |
 | dispatches | Int64 | times the thread was put on a core during the span (schedstat) | run-queue wait not available |
 | gc_ms | Float64 | Python GC pauses inside the span, ms | never null |
+| peer_runq_ms | Float64 | run-queue wait of the process's other Python threads during the span, ms | run-queue wait not available |
 
 ``WINDOW_SCHEMA``, one row per rank: rank (Int32), runq_ms (Float64) and dispatches (Int64) of the
 thread that opened the window, over the whole window (null: run-queue wait not available).
@@ -58,6 +59,7 @@ PROBE_SCHEMA: dict[str, pl.DataType] = {
     "runq_ms": pl.Float64(),
     "dispatches": pl.Int64(),
     "gc_ms": pl.Float64(),
+    "peer_runq_ms": pl.Float64(),
 }
 
 WINDOW_SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "runq_ms": pl.Float64(), "dispatches": pl.Int64()}
@@ -71,7 +73,8 @@ NVML_SCHEMA: dict[str, pl.DataType] = {
     "temperature_c": pl.Float64(),
 }
 
-_COLUMNS = ["step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "dispatches", "gc_ns"]
+_COLUMNS = ["step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "dispatches", "gc_ns",
+            "peer_runq_ns"]  # fmt: skip
 
 
 def probes_name(rank: int) -> str:
@@ -121,12 +124,13 @@ def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], t
     rows = []
     for number, line in enumerate(lines[1:], start=2):
         try:
-            step, stage, kind, microbatch, depth, wall, cpu, queued, dispatches, gc_ns = json.loads(line)
+            step, stage, kind, microbatch, depth, wall, cpu, queued, dispatches, gc_ns, peers = json.loads(line)
             if depth:
                 continue
             rows.append(
                 (rank, int(step), int(stage), str(kind), int(microbatch), wall / 1e6, cpu / 1e6,
-                 queued / 1e6 if runq else None, int(dispatches) if runq else None, gc_ns / 1e6)  # fmt: skip
+                 queued / 1e6 if runq else None, int(dispatches) if runq else None, gc_ns / 1e6,
+                 peers / 1e6 if runq else None)  # fmt: skip
             )
         except (json.JSONDecodeError, ValueError, TypeError) as error:
             raise TracekitError(f"line {number}: not a probe row ({error})", path) from error
