@@ -37,7 +37,7 @@ def test_a_wait_every_rank_shares_is_left_out() -> None:
 
     factors = clock_factors(probes, window)
 
-    assert factors["shared_runq_ms"].to_list() == [6.0] * 4
+    assert factors["shared_runq_ms"].to_list() == [6.0] * 4  # all of it, within the tolerance
     assert factors["factor"].to_list() == pytest.approx([10 / 16] * 4)
 
 
@@ -51,7 +51,8 @@ def test_a_rank_that_waits_longer_per_dispatch_keeps_the_excess() -> None:
     assert contention["latency_ms"].to_list() == [2.0, 10.0, 2.0]
     assert contention["latency_reference_ms"].to_list() == [6.0, 2.0, 6.0]
     hogged = factors.filter(pl.col("rank") == 1).row(0, named=True)
-    assert hogged["shared_runq_ms"] == 6.0 and hogged["wall_ms"] * hogged["factor"] == pytest.approx(34.0)
+    # 3 dispatches at 1.25 x 2 ms are the host's; the rest of its 30 ms wait is its own.
+    assert hogged["shared_runq_ms"] == 7.5 and hogged["wall_ms"] * hogged["factor"] == pytest.approx(32.5)
 
 
 @settings(max_examples=50, deadline=None)

@@ -8,8 +8,11 @@ straggler scoring judges each action on its own clock:
 - ``latency_ms``: a rank's run-queue wait per dispatch (each time its thread was put on a core) over
   the whole capture window, labelled or not: how long the host makes it wait for a core;
   ``latency_reference_ms``: the median of the other ranks' (the wait the host gives every rank);
-- ``judged_ms = wall_ms - min(runq_ms, latency_reference_ms * dispatches)``: the wait that the
-  action's dispatches would have had on the other ranks' host is left out, so a busy host that
+- ``judged_ms = wall_ms - min(runq_ms, WAIT_TOLERANCE * latency_reference_ms * dispatches)``: the
+  wait that the action's dispatches would have had on the other ranks' host is left out (with a
+  tolerance: the scheduler makes a thread that uses up its slice wait longer per dispatch than one
+  that sleeps, so a rank computing more than its peers waits somewhat longer per dispatch on the
+  same host), so a busy host that
   slows every rank alike (uniform load) flags nobody, however often an action sleeps and wakes; a
   rank that waits longer per dispatch than its peers (a hog pinned beside it alone) keeps the
   excess, so it is still flagged, and its cause is ``contended`` (``tracekit.stragglers.causes``).
@@ -25,7 +28,7 @@ GPU clocks are already the rank's own (kernel time), so nothing here applies to 
 | actions | Int64 | actions with probes | never null |
 | wall_ms, cpu_ms, runq_ms, gc_ms | Float64 | sums over those actions, ms (runq_ms: ``waiting_ms``) | never null (runq_ms 0 where unknown) |
 | dispatches | Int64 | times the thread was put on a core during them | never null (0 where unknown) |
-| shared_runq_ms | Float64 | min(runq_ms, latency_reference_ms x dispatches): the wait every rank would have had | never null |
+| shared_runq_ms | Float64 | min(runq_ms, WAIT_TOLERANCE x latency_reference_ms x dispatches): the wait every rank would have had | never null |
 | factor | Float64 | judged_ms / wall_ms: what scoring multiplies the realized durations by | never null |
 
 ``RANK_CLOCK_SCHEMA``, one row per rank with probes: rank (Int32), runq_ms (Float64) and dispatches
@@ -66,6 +69,11 @@ RANK_CLOCK_SCHEMA: dict[str, pl.DataType] = {
     "latency_reference_ms": pl.Float64(),
     "runq_known": pl.Boolean(),
 }
+
+WAIT_TOLERANCE = 1.25
+"""Wait per dispatch up to this multiple of the other ranks' counts as the host's (measured here: a
+rank spinning beside sleeping peers waited 1.1x their wait per dispatch; one beside a pinned busy
+process 1.4x to 2.2x)."""
 
 JUDGED_CLOCK = (
     "own clock: wall time less the run-queue wait its dispatches would have had on the other ranks "
@@ -121,7 +129,8 @@ def clock_factors(probes: pl.DataFrame, window: pl.DataFrame) -> pl.DataFrame:
         .join(contention, on="rank", how="left")
         .with_columns(
             pl.min_horizontal(
-                pl.col("runq_ms"), pl.col("latency_reference_ms").fill_null(0.0) * pl.col("dispatches")
+                pl.col("runq_ms"),
+                WAIT_TOLERANCE * pl.col("latency_reference_ms").fill_null(0.0) * pl.col("dispatches"),
             ).alias("shared_runq_ms")
         )
         .with_columns(
