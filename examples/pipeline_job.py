@@ -12,7 +12,8 @@ first and last included) into a straggler: each of its stage modules takes X ms 
 forward and again in every backward (the delay sits on the stage's output, so its gradient meets
 it first: B, or I when the weight gradient is split off; on the first stage, whose input needs no
 gradient, wherever its backward runs), from step ``--slow-from-step K`` on (default 0: from the
-start). ``--slow-how spin`` (the default) busy-waits, holding the core the way compute does;
+start). ``--slow-how spin`` (the default) busy-waits for that much of its CPU time, holding the
+core the way compute does;
 ``sleep`` frees it, as a slow accelerator leaves the host's other work alone; ``gc`` spends it in
 forced Python garbage collections (a GC storm, what Megatron-LM's ``--manual-gc`` guards against). ``--slow-link A:B
 --slow-link-ms X`` makes the link between ranks A and B slow: every wait on a transfer between

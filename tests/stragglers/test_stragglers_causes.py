@@ -18,6 +18,7 @@ import pytest
 from stragglers.straggler_runs import Job, record_all
 
 from tracekit.run_analysis import analyse
+from tracekit.stragglers.own_clock import WAIT_TOLERANCE, rank_contention
 
 HOG_S = 240
 """The busy process's own time limit, s: it ends by itself even if the test dies."""
@@ -93,7 +94,16 @@ def test_the_planted_cause_is_named_first(runs, how: str) -> None:
 
 @pytest.mark.slow
 def test_a_rank_beside_a_busy_process_is_contended(runs) -> None:
-    flagged, causes = _first_causes(runs[HOGGED.name])
+    analysis = analyse(runs[HOGGED.name])
+    contention = rank_contention(analysis.probes.window)
+    hogged = contention.filter(pl.col("rank") == HOG_RANK).row(0, named=True)
+    if hogged["latency_ms"] <= WAIT_TOLERANCE * hogged["latency_reference_ms"]:
+        # On a shared machine the scheduler moves other users' work off the hogged core onto the
+        # other ranks' one: then the hogged rank waited no longer for a core than they did, and
+        # there was no contention to find (the tool rightly names none).
+        pytest.skip(f"no contention planted: rank {HOG_RANK} waited {hogged['latency_ms']:.1f} ms per dispatch, "
+                    f"the other ranks {hogged['latency_reference_ms']:.1f} ms")  # fmt: skip
+    flagged, causes = analysis.stragglers.flagged, analysis.causes
 
     assert flagged.height >= 1 and flagged["rank"][0] == HOG_RANK, flagged.to_dicts()
     first = causes.row(0, named=True)
