@@ -10,7 +10,10 @@ capture to the next, with the latency of its transfers: A is the steps of both).
 alone, ``tracekit stragglers`` predicts the saving of R: the step time the what-if replay saves
 with only R at its reference speed. The measurement is ``median step(B) - median step(A)``, step
 times taken from the traces (the span of each step's actions over every rank), so both runs pay
-the same capture overhead. The error is ``predicted / measured - 1``; the goal is within 15%.
+the same capture overhead. The error is ``predicted / measured - 1``; the goal is within 15%. ``A vs A`` says how noisy the
+measurement itself is: the second A's median step less the first's, over the measured difference
+(a price cannot be checked more closely than that). The prediction reads the run's one analysis,
+so where the captures hold the collector's probes, compute is judged on each rank's own clock.
 
 The prediction assumes the other ranks keep the speed they had in B, as they do where each rank
 owns its accelerator. Here four ranks share two cores, so the job's model is kept small
@@ -40,16 +43,18 @@ sys.path.insert(0, str(ROOT))  # examples/ sits beside the installed packages, n
 import polars as pl
 from examples.small_model import Model
 
+from tracekit.analysis.work import stage_work
 from tracekit.run_analysis import analyse
 from tracekit.stragglers.scoring import score_stragglers
-from tracekit.analysis.work import stage_work
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zbv", "dualpipev", "deepseek-dualpipe")
+"""Every schedule tracekit captures."""
 
 CASES: tuple[tuple[str, int, int], ...] = (
-    *(("1f1b", 4, rank) for rank in range(4)),
-    *(("dualpipev", 4, rank) for rank in range(4)),
+    *((schedule, 4, rank) for schedule in SCHEDULES for rank in range(4)),
     *(("1f1b", 2, rank) for rank in range(2)),
 )
-"""(schedule, ranks, straggler rank)."""
+"""(schedule, ranks, straggler rank): every rank of every schedule, and both ranks of a 2-rank pipeline."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,15 @@ class Outcome:
     named_first: bool
     others_b_over_a: float
     """The other ranks' median compute in B over A (1: the straggler left their speed alone)."""
+    step_a2_ms: float = float("nan")
+    """Median step of the second A alone (after B)."""
+    step_a1_ms: float = float("nan")
+    """Median step of the first A alone (before B)."""
+
+    @property
+    def a_vs_a(self) -> float:
+        """The noise of the measurement itself: (A after - A before) / measured B - A."""
+        return (self.step_a2_ms - self.step_a1_ms) / self.measured_ms
 
     @property
     def measured_ms(self) -> float:
@@ -121,8 +135,7 @@ def others_b_over_a(clean: list[Path], slow: Path, rank: int) -> float:
 
 def predicted(path: Path, rank: int) -> tuple[float, bool]:
     """The price ``tracekit stragglers`` puts on ``rank``, and whether it names it first."""
-    loaded = analyse(path)
-    result = score_stragglers(loaded.case, stage_work=stage_work(loaded.manifest, str(path)))
+    result = analyse(path).stragglers  # on each rank's own clock where the capture has probes
     row = result.ranks.filter(result.ranks["rank"] == rank).row(0, named=True)
     flagged = result.flagged["rank"].to_list()
     return row["saving_ms"], bool(flagged) and flagged[0] == rank
@@ -140,7 +153,7 @@ def run_case(
     saving, first = predicted(slow, rank)
     return Outcome(
         schedule, ranks, rank, median_step_ms(clean), median_step_ms([slow]), saving, first,
-        others_b_over_a(clean, slow, rank),
+        others_b_over_a(clean, slow, rank), median_step_ms(clean[1:]), median_step_ms(clean[:1]),
     )  # fmt: skip
 
 
@@ -149,15 +162,15 @@ def table(outcomes: list[Outcome]) -> str:
     lines = [
         (
             "| schedule | ranks | straggler | median step A | median step B | measured B - A | predicted | error "
-            "| named first | others B/A |"
+            "| named first | others B/A | A vs A |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         lines.append(
             f"| {o.schedule} | {o.ranks} | rank {o.rank} | {o.step_a_ms:.1f} ms | {o.step_b_ms:.1f} ms | "
             f"{o.measured_ms:.1f} ms | {o.predicted_ms:.1f} ms | {o.error:+.1%} | {'yes' if o.named_first else 'no'} "
-            f"| {o.others_b_over_a:.2f} |"
+            f"| {o.others_b_over_a:.2f} | {o.a_vs_a:+.1%} |"
         )
     return "\n".join(lines)
 
@@ -185,8 +198,11 @@ def main() -> None:
         outcomes.append(outcome)
     print(table(outcomes))
     worst = max(abs(o.error) for o in outcomes)
+    noise = max(abs(o.a_vs_a) for o in outcomes)
+    within = sum(abs(o.error) <= 0.15 for o in outcomes)
     print(
-        f"\nworst error {worst:.1%} (goal: within 15%); slow-ms {args.slow_ms}, {args.steps - 1} captured steps, "
+        f"\nworst error {worst:.1%}, {within} of {len(outcomes)} within 15% (goal: all); A against A moves by up to "
+        f"{noise:.1%} of the measured difference; slow-ms {args.slow_ms}, {args.steps - 1} captured steps, "
         f"hidden {args.hidden}, {args.microbatch_rows} rows per micro-batch"
     )
 

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from torch.autograd.profiler import record_function
 
-from collectors import hooks, labels
+from collectors import hooks, labels, probes
 from collectors.aside import locked, move_aside
 from collectors.files import (
     check_written,
@@ -143,6 +143,8 @@ class Recorder:
     _eval_calls_seen: int = 0
     _located: bool = False
     _memory: RankMemory | None = None
+    probes: Any = None
+    """The open window's ``collectors.probes.ProbeBuffer`` (per-action clocks); None outside a window."""
 
     def begin_eval(self) -> None:
         """A forward-only call (evaluation) starts: not a training step; labels pause until it ends."""
@@ -223,6 +225,8 @@ class Recorder:
         if in_window:
             self._captured += 1
             self._last_step_end_unix_ns = time.time_ns()
+            if self.probes is not None:
+                self.probes.step_ended(self.next_step - self.config.first_step)
         requests = [] if self.live is None else self.live.end_step(self.next_step)
         self.next_step += 1
         if self._profiler is not None and not self.config.wants(self.next_step):
@@ -374,6 +378,10 @@ class Recorder:
         with contextlib.suppress(Exception):  # an older profiler without metadata: the sidecar still says
             profiler.add_metadata(RUN_ID_METADATA, self.config.run_id or "")
         self._profiler = profiler
+        try:
+            self.probes = probes.ProbeBuffer()
+        except Exception as error:  # noqa: BLE001 - probes are extra: the trace goes on without them
+            self._problem(f"per-action probes are off: {error!r}")
         self.labelling = True
         if self.live is not None:
             self.live.profiling = True
@@ -404,6 +412,7 @@ class Recorder:
                 profiler.export_chrome_trace(str(raw))
                 check_written(raw, self._write_dir)
                 gzip_file_atomic(raw, target)
+            self._write_probes()
         except OSError as error:
             self._fail(
                 f"cannot write {shown}: {describe_os_error(error)}; training continues without this trace"
@@ -439,9 +448,23 @@ class Recorder:
         with contextlib.suppress(OSError):
             incoming.rmdir()  # the last rank out removes it; a rank still writing keeps it
 
+    def _write_probes(self) -> None:
+        """Write the window's probes beside the trace; a fault there costs the probes, not the trace."""
+        buffer, self.probes = self.probes, None
+        if buffer is None:
+            return
+        try:
+            buffer.write(self.config.out_dir, self._rank)
+        except Exception as error:  # noqa: BLE001 - never into the job
+            buffer.close()
+            self._problem(f"cannot write {probes.probes_name(self._rank)}: {error!r}")
+
     def _fail(self, message: str) -> None:
         self._failed = True
         self.labelling = False
+        if self.probes is not None:
+            self.probes.close()
+            self.probes = None
         if self.live is not None:
             self.live.profiling = False
         if self._profiler is not None:

@@ -28,12 +28,27 @@ def _both(outer: Any, inner: Any) -> Iterator[None]:
         yield
 
 
-def _watched(label: str | None, timed: Any) -> contextlib.AbstractContextManager[object]:
-    """The label span (capture window) and/or the live timer span, whichever are on."""
+def _watched(label: str | None, timed: Any, probe: Any = None) -> contextlib.AbstractContextManager[object]:
+    """The label span (capture window), the live timer span and the probe, whichever are on.
+
+    The probe (``collectors.probes``) sits inside the label, so it reads the action's own time.
+    """
     span = None if label is None else record_function(label)
+    if span is not None and probe is not None:
+        span = _both(span, probe)
+    elif span is None:
+        span = probe
     if span is None:
         return _IDLE if timed is None else timed
     return span if timed is None else _both(span, timed)
+
+
+def _probe(recorder: Any, stage: int, kind: str, microbatch: int) -> Any:
+    """The action's probe while a window with probes is open, else None."""
+    buffer = recorder.probes
+    if buffer is None or not recorder.labelling:
+        return None
+    return buffer.span(recorder.next_step - recorder.config.first_step, stage, kind, microbatch)
 
 
 def action_span(stage: int, kind: str, microbatch: int) -> contextlib.AbstractContextManager[object]:
@@ -44,6 +59,7 @@ def action_span(stage: int, kind: str, microbatch: int) -> contextlib.AbstractCo
     return _watched(
         labels.action_label(stage, kind, microbatch) if recorder.labelling else None,
         None if recorder.live is None else recorder.live.action(stage, kind, microbatch),
+        _probe(recorder, stage, kind, microbatch),
     )
 
 
@@ -57,6 +73,7 @@ def pair_span(
     return _watched(
         labels.pair_label(forward, backward) if recorder.labelling and label else None,
         None if recorder.live is None else recorder.live.pair(forward, backward),
+        _probe(recorder, forward[0], "F&B", forward[1]),
     )
 
 

@@ -15,10 +15,12 @@ gradient, wherever its backward runs), from step ``--slow-from-step K`` on (defa
 start). ``--slow-kinds`` chooses which of its work is slow (default ``F,B``: forward and backward
 as above; ``W`` delays the weight gradient instead, a hook on each stage module's first weight, which
 fires in W where the schedule splits the backward, else inside B). ``--slow-how spin`` (the default)
-busy-waits, holding the core the way compute does; ``sleep`` frees it, as a slow accelerator leaves
-the host's other work alone. ``--slow-link A:B --slow-link-ms X`` makes the link between ranks A and B slow: every wait on a transfer between
+busy-waits for that much of its CPU time, holding the core the way compute does; ``sleep`` frees
+it, as a slow accelerator leaves the host's other work alone; ``gc`` spends it in forced Python
+garbage collections (a GC storm, what Megatron-LM's ``--manual-gc`` guards against). ``--slow-link A:B --slow-link-ms X`` makes the link between ranks A and B slow: every wait on a transfer between
 them (torch.distributed.pipelining schedules) returns X ms late, while compute runs at normal
-speed. ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
+speed. ``--cpus C0,C1,...`` pins rank r to CPU Cr (a test can then put a busy process beside one
+rank alone). ``--overlap-hook`` (deepseek-dualpipe) gives the stage modules
 DualPipe's ``overlaped_forward_backward`` hook; ``--crash-rank R --crash-step S`` makes rank R
 SIGKILL itself in the middle of step S, to see what a capture does with a dying rank;
 ``--eval-step S`` runs a forward-only call (torch's ``eval()``, DualPipe under ``no_grad``) right
@@ -38,6 +40,7 @@ in the collector.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import socket
@@ -55,6 +58,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from examples import deepseek_stages
+
+SLOW_HOWS = ("spin", "sleep", "gc")
+"""How a straggler can lose its time (``--slow-how``)."""
 
 STAGES_PER_RANK: dict[str, int] = {
     "gpipe": 1,
@@ -103,11 +109,13 @@ class JobConfig:
     slow_from_step: int = 0
     """First step in which slow_rank is slow (it runs at normal speed before)."""
     slow_how: str = "spin"
-    """How the straggler loses its time: ``spin`` (busy-wait, holds the core) or ``sleep``."""
+    """How the straggler loses its time: ``spin`` (busy-wait, holds the core), ``sleep`` or ``gc``."""
     slow_kinds: frozenset[str] = frozenset({"F", "B"})
     """Which of slow_rank's work is slow: ``F`` forward, ``B`` input gradient (B or I), ``W`` weight gradient."""
     slow_link: tuple[int, int] | None = None
     """Two ranks whose transfers to each other are slow, or None."""
+    cpus: tuple[int, ...] | None = None
+    """The CPU each rank is pinned to (one per rank, ``--cpus``), or None: wherever the OS puts it."""
     slow_link_ms: float = 0.0
     """Extra time every wait on a transfer over slow_link takes, milliseconds."""
     crash_rank: int | None = None
@@ -156,8 +164,10 @@ class JobConfig:
             raise ValueError("--steps and --microbatches must be >= 1")
         if not self.slow_kinds or not self.slow_kinds <= SLOW_KINDS:
             raise ValueError(f"--slow-kinds takes a comma-separated subset of {','.join(sorted(SLOW_KINDS))}")
-        if self.slow_how not in ("spin", "sleep"):
-            raise ValueError("--slow-how is spin or sleep")
+        if self.cpus is not None and len(self.cpus) != self.world_size:
+            raise ValueError(f"--cpus names one CPU per rank: {self.world_size} of them")
+        if self.slow_how not in SLOW_HOWS:
+            raise ValueError(f"--slow-how is one of {', '.join(SLOW_HOWS)}")
         if self.slow_link is not None:
             if self.schedule in DEEPSEEK:
                 raise ValueError("--slow-link slows torch.distributed.pipelining's transfers, not DualPipe's")
@@ -170,25 +180,39 @@ class _Delay(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx, x: torch.Tensor, forward_s: float, backward_s: float, spin: bool
+        ctx, x: torch.Tensor, forward_s: float, backward_s: float, how: str
     ) -> torch.Tensor:
-        ctx.seconds, ctx.spin = backward_s, spin
-        _lose(forward_s, spin)
+        ctx.seconds, ctx.how = backward_s, how
+        _lose(forward_s, how)
         return x.view_as(x).clone()
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # type: ignore[override]
-        _lose(ctx.seconds, ctx.spin)
+        _lose(ctx.seconds, ctx.how)
         return grad, None, None, None
 
 
-def _lose(seconds: float, spin: bool) -> None:
-    if not spin:
+_HEAP: list[list[int]] = []
+"""The long-lived objects a GC storm's full collections walk (built on first use)."""
+
+
+def _lose(seconds: float, how: str) -> None:
+    """Spend ``seconds``: of CPU busy-waiting (spin) or in forced full garbage collections (gc), or asleep."""
+    if seconds <= 0:
+        return
+    if how == "sleep":
         time.sleep(seconds)
         return
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        pass
+    if how == "gc" and not _HEAP:
+        # torch's own heap makes one full collection cost most of a second: freeze it out of the
+        # collector's sight, so that each collection walks this heap alone (a few ms).
+        gc.freeze()
+        _HEAP.extend([index] for index in range(10_000))
+    # spin and gc spend the thread's own CPU time, as work does: on a busy host they take longer.
+    deadline = time.thread_time() + seconds
+    while time.thread_time() < deadline:
+        if how == "gc":
+            gc.collect()
 
 
 class _LateWork:
@@ -233,7 +257,7 @@ class StageModule(nn.Module):
         linear = deepseek_stages.DeferredWeightLinear if config.schedule in DEEPSEEK else nn.Linear
         self.layers = nn.ModuleList(linear(config.hidden, config.hidden) for _ in range(config.layers))
         self.seconds_slower = seconds_slower
-        self.spin = config.slow_how == "spin"
+        self.how = config.slow_how
         self.slow_kinds = config.slow_kinds
         # The weight's gradient is computed in W when the schedule splits the backward, else in B.
         self.layers[0].weight.register_hook(self._slow_weight_gradient)
@@ -260,12 +284,12 @@ class StageModule(nn.Module):
         forward_s = self.seconds_slower if "F" in self.slow_kinds else 0.0
         backward_s = self.seconds_slower if "B" in self.slow_kinds else 0.0
         if forward_s or backward_s:
-            x = _Delay.apply(x, forward_s, backward_s, self.spin)
+            x = _Delay.apply(x, forward_s, backward_s, self.how)
         return x
 
     def _slow_weight_gradient(self, grad: torch.Tensor) -> None:
         if self.seconds_slower and "W" in self.slow_kinds:
-            _lose(self.seconds_slower, self.spin)
+            _lose(self.seconds_slower, self.how)
 
 
 class OverlappingStageModule(StageModule):
@@ -407,6 +431,8 @@ def init_rank(rank: int, world_size: int) -> None:
 
 
 def _train(rank: int, world_size: int, config: JobConfig) -> None:
+    if config.cpus is not None:
+        os.sched_setaffinity(0, {config.cpus[rank]})
     init_rank(rank, world_size)
     try:
         train = make_trainer(config, rank)
@@ -479,7 +505,9 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
     parser.add_argument(
         "--slow-from-step", type=int, default=0, help="the slow rank is slow from this step on"
     )
-    parser.add_argument("--slow-how", choices=("spin", "sleep"), default="spin", help="busy-wait or sleep")
+    parser.add_argument(
+        "--slow-how", choices=SLOW_HOWS, default="spin", help="busy-wait, sleep or forced garbage collections"
+    )
     parser.add_argument(
         "--slow-kinds",
         default="F,B",
@@ -490,6 +518,9 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
     )
     parser.add_argument(
         "--slow-link-ms", type=float, default=0.0, help="extra ms per wait on a transfer over the link"
+    )
+    parser.add_argument(
+        "--cpus", type=_cpu_list, default=None, help="C0,C1,...: pin rank r to CPU Cr (one per rank)"
     )
     parser.add_argument("--crash-rank", type=int, default=None, help="this rank SIGKILLs itself mid-step")
     parser.add_argument("--crash-step", type=int, default=1, help="the step during which --crash-rank dies")
@@ -522,6 +553,7 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
             slow_kinds=frozenset(kind.strip() for kind in args.slow_kinds.split(",") if kind.strip()),
             slow_link=args.slow_link,
             slow_link_ms=args.slow_link_ms,
+            cpus=args.cpus,
             crash_rank=args.crash_rank,
             crash_step=args.crash_step,
             overlap_hook=args.overlap_hook,
@@ -531,6 +563,13 @@ def parse_args(argv: Sequence[str] | None = None) -> JobConfig:
         )
     except ValueError as error:
         parser.error(str(error))
+
+
+def _cpu_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of CPU numbers") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -54,8 +54,11 @@ from tracekit.perrank.reduce import RunReductions, reduce_directory, reduce_load
 from tracekit.run_sources import ActionsSource, KinetoSource, OpTableSource, RunSource
 from tracekit.schedule.costs import Costs
 from tracekit.schedule.registry import GENERATORS
+from tracekit.stragglers.causes import CauseInputs, causes
 from tracekit.stragglers.links import LinkConfig, slow_links
+from tracekit.stragglers.own_clock import clock_factors, on_own_clock, rank_contention
 from tracekit.stragglers.scoring import StragglerConfig, Stragglers, score_stragglers
+from tracekit.trace.probes import Probes, read_probes
 from tracekit.trace.run import Run
 from tracekit.whatif.attribution import WhatIf, WhatIfConfig, what_if
 from tracekit.whatif.case import ReplayCase
@@ -342,8 +345,9 @@ class RunAnalysis:
 
     @property
     def ideal_ops(self) -> pl.DataFrame:
-        """The op instances the ideal is taken over: the replay case's ops (``OPS_SCHEMA``)."""
-        return self.case.ops
+        """The op instances the ideal is taken over: the replay case's ops (``OPS_SCHEMA``), each compute
+        op on its rank's own clock where the collector's probes give one (``stragglers.own_clock``)."""
+        return on_own_clock(self.case.ops, self.own_clock)
 
     @cached_property
     def ideal(self) -> Ideal:
@@ -368,6 +372,39 @@ class RunAnalysis:
             self.stage_work,
             world_size=self.data.world_size,
             ideal=self.reference_ideal,
+            clock=self.own_clock,
+        )
+
+    @cached_property
+    def probes(self) -> Probes | None:
+        """The collector's per-action probes (``tracekit.trace.probes``); None when the run has none."""
+        if self.loaded is None:
+            return None
+        return read_probes(self.loaded.root, tuple(self.loaded.ranks))
+
+    @cached_property
+    def own_clock(self) -> pl.DataFrame | None:
+        """Per (rank, step, stage, kind) own-clock factors (``tracekit.stragglers.own_clock``) on CPU
+        clocks with probes; None otherwise (GPU kernel time is already the rank's own clock)."""
+        if self.probes is None or self.clock is not Clock.CPU:
+            return None
+        return clock_factors(self.probes.actions, self.probes.window)
+
+    @cached_property
+    def causes(self) -> pl.DataFrame:
+        """Every straggler's and slow link's causes (``tracekit.stragglers.causes.CAUSE_SCHEMA``)."""
+        probes = self.probes
+        clock = self.own_clock
+        return causes(
+            CauseInputs(
+                stragglers=self.stragglers,
+                ops=self.case.ops,
+                gpu_clock=not self.is_optable and self.clock is Clock.GPU,
+                clock=clock,
+                contention=None if clock is None or probes is None else rank_contention(probes.window),
+                links=self.slow_links,
+                nvml=None if probes is None else probes.nvml,
+            )
         )
 
     @cached_property

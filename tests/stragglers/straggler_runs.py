@@ -45,6 +45,10 @@ class Job:
     microbatches: int = 8
     small: bool = False
     """The model of ``examples/small_model.py`` (its ranks' compute fits on two cores), not the job's default."""
+    slow_how: str = "sleep"
+    """How the straggler loses its time (``--slow-how``: sleep, spin or gc)."""
+    cpus: tuple[int, ...] | None = None
+    """The CPU each rank is pinned to (``--cpus``), or None."""
 
     def command(self, out: Path) -> list[str]:
         """``tracekit record`` of this job into ``out``."""
@@ -55,7 +59,9 @@ class Job:
         if self.dp > 1:
             job += ["--dp", str(self.dp)]
         if self.slow_rank is not None:
-            job += ["--slow-rank", str(self.slow_rank), "--slow-ms", str(self.slow_ms), "--slow-how", "sleep"]
+            job += ["--slow-rank", str(self.slow_rank), "--slow-ms", str(self.slow_ms), "--slow-how", self.slow_how]
+        if self.cpus is not None:
+            job += ["--cpus", ",".join(map(str, self.cpus))]
         if self.slow_link is not None:
             job += ["--slow-link", f"{self.slow_link[0]}:{self.slow_link[1]}", "--slow-link-ms", str(self.slow_link_ms)]
         return [sys.executable, "-m", "tracekit", "record", "--out", str(out), "--steps", f"1:{STEPS}",

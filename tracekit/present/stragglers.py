@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.present.causes import causes_json, causes_notes, causes_table
 from tracekit.present.common import clock_json
 from tracekit.present.result import Result, Table
 from tracekit.run_analysis import RunAnalysis
@@ -145,6 +146,7 @@ def stragglers_payload(analysis: RunAnalysis) -> dict[str, Any]:
         "persistent_share": result.config.persistent_share,
         "time_unit": "ms",
         "stragglers": flagged,
+        "causes": causes_json(analysis),
         "unjudged": result.unjudged.to_dicts(),
         "links": []
         if links is None
@@ -217,11 +219,13 @@ def stragglers_result(analysis: RunAnalysis, name: str) -> Result:
             frame=rank_table(result, analysis),
             notes=tuple(row["summary"] for row in payload["stragglers"][1:])
             + tuple(describe_link(row) for row in payload["links"] if row["flagged"])
+            + causes_notes(analysis)
             + unjudged,
             name="ranks",
             columns=narrow,
             headers=RANK_HEADERS,
         ),
+        causes_table(analysis),
         Table(
             title="scores per rank and kind",
             frame=with_replica(result.scores, analysis),

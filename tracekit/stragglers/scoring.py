@@ -4,6 +4,9 @@ Only compute is judged here: communication and waiting are excluded because tran
 wall time (the rank waited on looks as slow as the one it waits for); slow links are
 ``tracekit.stragglers.links``.
 
+- Clock: the compute ops' realized durations; where the collector's probes exist on a CPU clock,
+  each (rank, step, stage, kind) is scaled to its own clock first (``own_clock``: run-queue wait
+  that every rank shares is left out, so a busy host flags nobody; a rank's excess wait stays).
 - Reference (``references``): peers where they exist, else the expected cost of the rank's own
   work, else only the rank's own history.
 - Score of a (rank, kind): ``Σ actions · reference_ms / Σ actions · median_ms`` over the rank's
@@ -70,6 +73,7 @@ import polars as pl
 from tracekit.analysis.ideal import Ideal, ideal_durations
 from tracekit.analysis.references import own_medians, references
 from tracekit.analysis.work import empty_stage_work
+from tracekit.stragglers.own_clock import on_own_clock
 from tracekit.stragglers.price import Pricer, speed_factors
 from tracekit.whatif.case import ReplayCase
 
@@ -153,6 +157,7 @@ class Stragglers:
         return self.ranks.filter(pl.col("flagged"))
 
 
+
 def _pattern(slow: pl.Expr, steps: pl.Expr, config: StragglerConfig) -> pl.Expr:
     return (
         pl.when(slow > steps * config.persistent_share)
@@ -206,19 +211,22 @@ def score_stragglers(
     stage_work: pl.DataFrame | None = None,
     world_size: int | None = None,
     ideal: Ideal | None = None,
+    clock: pl.DataFrame | None = None,
 ) -> Stragglers:
     """Score every rank of ``case`` against its reference and price it (module docstring).
 
-    ``ideal`` is the run's robust ideal (``tracekit.analysis.ideal``) of ``case.ops`` with
-    ``stage_work``; None: computed here. Its references are the ones judged against, and its
-    durations the ones prices replay.
+    ``clock``: ``own_clock.CLOCK_SCHEMA`` factors that put each compute op on its rank's own clock.
+    ``ideal`` is the run's robust ideal (``tracekit.analysis.ideal``) of those ops (``case.ops`` on
+    the own clock) with ``stage_work``; None: computed here. Its references are the ones judged
+    against, and its durations the ones prices replay.
     """
     config = config or StragglerConfig()
     stage_work = stage_work if stage_work is not None else empty_stage_work()
+    ops = on_own_clock(case.ops, clock)
     if ideal is None:
-        ideal = ideal_durations(case.ops, "robust", stage_work)
+        ideal = ideal_durations(ops, "robust", stage_work)
     assert ideal.method == "robust", "stragglers are priced against the robust ideal"
-    compute = case.ops.filter(pl.col("compute"))
+    compute = ops.filter(pl.col("compute"))
     by_step = own_medians(compute, ["step"])
     computing = compute.select("rank", "stage", pl.col("optype").alias("kind"), "work").unique()
     overall = ideal.references.join(computing, on=["rank", "stage", "kind", "work"]).sort(

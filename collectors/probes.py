@@ -1,0 +1,292 @@
+"""Where a rank's time went inside each labelled action: on-CPU, run-queue wait, GC pauses, GPU clocks.
+
+While a capture window is open, every compute action span (``collectors.spans.action_span`` and
+``pair_span``) also reads, at entry and exit, four clocks of the thread that runs it:
+
+- wall time (``time.monotonic_ns``);
+- on-CPU time of the thread (``time.thread_time_ns``);
+- run-queue wait of the thread: ready but not running, and how many times it was put on a core
+  (the second and third fields of Linux's ``/proc/thread-self/schedstat``, read through one
+  descriptor per thread; absent elsewhere);
+- Python garbage-collection pauses (``gc.callbacks`` start/stop, summed process-wide while the
+  window is open).
+
+and keeps the differences, one row per action, in memory. The window's whole run-queue wait and
+dispatches of the thread that opened it go in the header: the host's wait per dispatch, which
+every action of the rank, inside or outside a label, sees alike. Where a GPU is present and
+``nvidia-ml-py`` is installed, the device's SM clock, power and temperature are sampled at every
+captured step's end. The window's rows are written once, beside the trace, as
+``rank{r}.probes.jsonl.gz`` (``PROBES_FORMAT``, documented in docs/capture.md: a header line, then
+one JSON array per action; not ``.json.gz``, so no trace reader takes it for a trace). Outside a window
+nothing here runs: the spans test one flag.
+
+Not for: judging the numbers (``tracekit.stragglers.causes``) or opening the window
+(``collectors.capture``). Imports the standard library only (torch, for CUDA's presence, lazily);
+never raises into the job.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+PROBES_FORMAT = "tracekit-probes/1"
+"""The ``format`` field of a probes file; readers refuse others."""
+
+COLUMNS = (
+    "step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "dispatches", "gc_ns",
+    "peer_runq_ns",
+)  # fmt: skip
+"""One row per labelled compute action, in this order (``rows`` in the file)."""
+
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def probes_name(rank: int) -> str:
+    """File name of rank ``rank``'s probes, beside its trace."""
+    return f"rank{rank}.probes.jsonl.gz"
+
+
+class _GcClock:
+    """Sums Python's GC pauses while installed (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.total_ns = 0
+        self.pauses = 0
+        self._started = 0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.monotonic_ns()
+        elif self._started:
+            self.total_ns += time.monotonic_ns() - self._started
+            self.pauses += 1
+            self._started = 0
+
+
+class _Nvml:
+    """SM clock, power and temperature of this process's GPU, when one is present and NVML loads."""
+
+    def __init__(self) -> None:
+        self.handle: Any = None
+        self.module: Any = None
+        self.note: str | None = None
+        try:
+            import torch
+
+            if not torch.cuda.is_available():
+                self.note = "no GPU: no clock, power or temperature samples"
+                return
+            device = torch.cuda.current_device()
+        except Exception as error:  # noqa: BLE001 - a probe never stops training
+            self.note = f"no GPU: {error!r}"
+            return
+        try:
+            import pynvml  # nvidia-ml-py
+
+            pynvml.nvmlInit()
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(device)
+            self.module = pynvml
+        except ImportError:
+            self.note = "nvidia-ml-py is not installed: no clock, power or temperature samples"
+        except Exception as error:  # noqa: BLE001
+            self.note = f"NVML did not start: {error!r}"
+
+    def sample(self, step: int) -> dict[str, Any] | None:
+        """One sample (SM clock MHz, power W, temperature C), or None without NVML."""
+        if self.handle is None:
+            return None
+        nvml = self.module
+        try:
+            return {
+                "step": step,
+                "unix_ns": time.time_ns(),
+                "sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(self.handle, nvml.NVML_CLOCK_SM),
+                "max_sm_clock_mhz": nvml.nvmlDeviceGetMaxClockInfo(self.handle, nvml.NVML_CLOCK_SM),
+                "power_w": nvml.nvmlDeviceGetPowerUsage(self.handle) / 1000,
+                "temperature_c": nvml.nvmlDeviceGetTemperature(self.handle, nvml.NVML_TEMPERATURE_GPU),
+            }
+        except Exception as error:  # noqa: BLE001
+            self.note = f"NVML sampling stopped: {error!r}"
+            self.handle = None
+            return None
+
+
+class _RunQueue:
+    """Run-queue wait of the calling thread, ns, through one open schedstat descriptor per thread."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self.available = os.path.exists(_SCHEDSTAT)
+
+    def read(self) -> tuple[int, int]:
+        """The calling thread's run-queue wait so far (ns) and times put on a core ((0, 0) where unknown)."""
+        if not self.available:
+            return 0, 0
+        fd = getattr(self._local, "fd", None)
+        try:
+            if fd is None:
+                fd = self._local.fd = os.open(_SCHEDSTAT, os.O_RDONLY)
+            fields = os.pread(fd, 128, 0).split()
+            return int(fields[1]), int(fields[2])
+        except (OSError, ValueError, IndexError):
+            self.available = False
+            return 0, 0
+
+
+class _PeerThreads:
+    """Run-queue wait of the process's other Python threads (named as the main thread is).
+
+    A thread that holds the GIL while it waits for a core keeps the action's thread blocked: that
+    wait is the host's, not the action's. Native threads (gloo's, the allocator's) are named apart
+    and left out. The thread list is taken as the window opens and on every step's end.
+    """
+
+    def __init__(self, available: bool) -> None:
+        self.available = available and os.path.isdir("/proc/self/task")
+        self._fds: dict[str, int] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Open the schedstat of every other thread named as this process (once per thread)."""
+        if not self.available:
+            return
+        try:
+            me = str(threading.get_native_id())
+            with open("/proc/self/comm", encoding="utf-8") as handle:
+                name = handle.read()
+            for tid in os.listdir("/proc/self/task"):
+                if tid == me or tid in self._fds:
+                    continue
+                try:
+                    with open(f"/proc/self/task/{tid}/comm", encoding="utf-8") as handle:
+                        if handle.read() != name:
+                            continue
+                    self._fds[tid] = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+                except OSError:
+                    continue  # the thread ended meanwhile
+        except OSError:
+            self.available = False
+
+    def read_ns(self) -> int:
+        """Their summed run-queue wait so far, ns (a thread that ended counts no more)."""
+        total = 0
+        for tid, fd in list(self._fds.items()):
+            try:
+                total += int(os.pread(fd, 128, 0).split()[1])
+            except (OSError, ValueError, IndexError):
+                os.close(fd)
+                del self._fds[tid]
+        return total
+
+    def close(self) -> None:
+        """Close every descriptor."""
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+
+
+class ProbeBuffer:
+    """The probes of one capture window: created as it opens, written and closed as it closes."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, ...] | tuple[Any, ...]] = []
+        self.gc = _GcClock()
+        self.runq = _RunQueue()
+        self.nvml = _Nvml()
+        self.peers = _PeerThreads(self.runq.available)
+        self.samples: list[dict[str, Any]] = []
+        self.depth = 0
+        self.window_start = self.runq.read()
+        gc.callbacks.append(self.gc)
+
+    def span(self, step: int, stage: int, kind: str, microbatch: int) -> _ActionProbe:
+        """The probe of one action (a context manager)."""
+        return _ActionProbe(self, step, stage, kind, microbatch)
+
+    def step_ended(self, step: int) -> None:
+        """A captured step ended: take one NVML sample where a GPU is present."""
+        self.peers.refresh()
+        sample = self.nvml.sample(step)
+        if sample is not None:
+            self.samples.append(sample)
+
+    def close(self) -> None:
+        """Stop counting GC pauses (idempotent)."""
+        if self.gc in gc.callbacks:
+            gc.callbacks.remove(self.gc)
+        self.peers.close()
+
+    @property
+    def _window(self) -> tuple[int, int]:
+        """Run-queue wait (ns) and dispatches of this thread since the window opened."""
+        now = self.runq.read()
+        return now[0] - self.window_start[0], now[1] - self.window_start[1]
+
+    def header(self, rank: int) -> dict[str, Any]:
+        """The file's first line (``PROBES_FORMAT``); the rows follow, one per line."""
+        notes = [] if self.runq.available else ["no run-queue wait: /proc/thread-self/schedstat is unreadable"]
+        if self.nvml.note is not None:
+            notes.append(self.nvml.note)
+        return {
+            "format": PROBES_FORMAT,
+            "rank": rank,
+            "columns": list(COLUMNS),
+            "actions": len(self.rows),
+            "window_runq_ns": self._window[0],
+            "window_dispatches": self._window[1],
+            "runq_available": self.runq.available,
+            "gc_pauses": self.gc.pauses,
+            "gc_ns": self.gc.total_ns,
+            "nvml": self.samples,
+            "notes": notes,
+        }
+
+    def write(self, out_dir: Path, rank: int) -> Path:
+        """Write ``rank{r}.probes.jsonl.gz`` atomically (a temporary file renamed into place)."""
+        self.close()
+        target = out_dir / probes_name(rank)
+        scratch = out_dir / f".{target.name}.{os.getpid()}.tmp"
+        try:
+            with gzip.open(scratch, "wt", encoding="utf-8", compresslevel=6) as handle:
+                handle.write(json.dumps(self.header(rank), separators=(",", ":")) + "\n")
+                handle.writelines(json.dumps(row, separators=(",", ":")) + "\n" for row in self.rows)
+            os.replace(scratch, target)
+        finally:
+            if scratch.exists():
+                scratch.unlink()
+        return target
+
+
+class _ActionProbe:
+    """Reads the thread's clocks as one action enters and exits, and keeps the differences."""
+
+    __slots__ = ("buffer", "key", "start")
+
+    def __init__(self, buffer: ProbeBuffer, step: int, stage: int, kind: str, microbatch: int) -> None:
+        self.buffer = buffer
+        self.key = (step, stage, kind, microbatch)
+        self.start: tuple[int, int, tuple[int, int], int, int] = (0, 0, (0, 0), 0, 0)
+
+    def __enter__(self) -> None:
+        buffer = self.buffer
+        buffer.depth += 1
+        peers = buffer.peers.read_ns()
+        self.start = (time.monotonic_ns(), time.thread_time_ns(), buffer.runq.read(), buffer.gc.total_ns, peers)
+
+    def __exit__(self, *_: object) -> None:
+        buffer = self.buffer
+        (runq, dispatches), cpu, wall = buffer.runq.read(), time.thread_time_ns(), time.monotonic_ns()
+        peers = buffer.peers.read_ns()
+        wall0, cpu0, (runq0, dispatches0), gc0, peers0 = self.start
+        buffer.depth -= 1
+        buffer.rows.append(
+            (*self.key, buffer.depth, wall - wall0, cpu - cpu0, runq - runq0, dispatches - dispatches0,
+             buffer.gc.total_ns - gc0, max(0, peers - peers0))  # fmt: skip
+        )

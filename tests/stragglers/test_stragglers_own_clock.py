@@ -1,0 +1,132 @@
+"""The own clock and the probes reader on small frames and files: shared waits go, a rank's excess stays."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collectors.probes import COLUMNS, PROBES_FORMAT, ProbeBuffer
+from tracekit.errors import TracekitError
+from tracekit.stragglers.own_clock import clock_factors, rank_contention
+from tracekit.trace.probes import PROBE_SCHEMA, WINDOW_SCHEMA, read_probes
+
+
+def _probes(rows: list[tuple]) -> pl.DataFrame:
+    """rank, wall, cpu, runq, dispatches -> PROBE_SCHEMA rows (step 0, stage = rank, F, gc 0)."""
+    return pl.DataFrame(
+        [(rank, 0, rank, "F", 0, wall, cpu, runq, dispatches, 0.0, 0.0) for rank, wall, cpu, runq, dispatches in rows],
+        schema=PROBE_SCHEMA,
+        orient="row",
+    )
+
+
+def _window(rows: list[tuple[int, float, int]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=WINDOW_SCHEMA, orient="row")
+
+
+def test_a_wait_every_rank_shares_is_left_out() -> None:
+    # Every rank waits 2 ms per dispatch; each action was dispatched 3 times and waited 6 ms.
+    probes = _probes([(rank, 16.0, 10.0, 6.0, 3) for rank in range(4)])
+    window = _window([(rank, 200.0, 100) for rank in range(4)])
+
+    factors = clock_factors(probes, window)
+
+    assert factors["shared_runq_ms"].to_list() == [6.0] * 4  # all of it, within the tolerance
+    assert factors["factor"].to_list() == pytest.approx([10 / 16] * 4)
+
+
+def test_a_rank_that_waits_longer_per_dispatch_keeps_the_excess() -> None:
+    probes = _probes([(0, 16.0, 10.0, 6.0, 3), (1, 40.0, 10.0, 30.0, 3), (2, 16.0, 10.0, 6.0, 3)])
+    window = _window([(0, 200.0, 100), (1, 1000.0, 100), (2, 200.0, 100)])
+
+    factors = clock_factors(probes, window)
+    contention = rank_contention(window)
+
+    assert contention["latency_ms"].to_list() == [2.0, 10.0, 2.0]
+    assert contention["latency_reference_ms"].to_list() == [6.0, 2.0, 6.0]
+    hogged = factors.filter(pl.col("rank") == 1).row(0, named=True)
+    # 3 dispatches at 1.25 x 2 ms are the host's; the rest of its 30 ms wait is its own.
+    assert hogged["shared_runq_ms"] == 7.5 and hogged["wall_ms"] * hogged["factor"] == pytest.approx(32.5)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.01, 100), st.floats(0, 1), st.floats(0, 1), st.integers(0, 20)), min_size=1, max_size=6
+    ),
+    st.lists(st.tuples(st.floats(0, 1000), st.integers(0, 500)), min_size=6, max_size=6),
+)
+def test_the_judged_time_lies_between_the_own_time_and_the_wall(actions, windows) -> None:
+    rows = [(rank, wall, wall * cpu * (1 - queue), wall * queue, n) for rank, (wall, cpu, queue, n) in enumerate(actions)]
+    factors = clock_factors(_probes(rows), _window([(rank, *window) for rank, window in enumerate(windows)]))
+
+    judged = factors["wall_ms"] * factors["factor"]
+    assert ((judged <= factors["wall_ms"] + 1e-9) & (judged >= factors["wall_ms"] - factors["runq_ms"] - 1e-9)).all()
+
+
+def test_a_python_thread_waiting_for_a_core_while_the_action_is_blocked_is_waiting() -> None:
+    probes = pl.DataFrame(
+        [(0, 0, 0, "F", 0, 20.0, 5.0, 1.0, 1, 0.0, 30.0), (1, 0, 1, "F", 0, 20.0, 5.0, 1.0, 1, 0.0, 4.0)],
+        schema=PROBE_SCHEMA,
+        orient="row",
+    )
+
+    factors = clock_factors(probes, _window([(0, 1.0, 1), (1, 1.0, 1)]))
+
+    # Rank 0 was blocked 14 ms while its other threads waited 30: all 14 are waiting; rank 1's 4 are.
+    assert factors["runq_ms"].to_list() == [15.0, 5.0]
+
+
+def test_the_collector_writes_what_the_reader_reads(tmp_path: Path) -> None:
+    buffer = ProbeBuffer()
+    try:
+        for microbatch in range(3):
+            with buffer.span(0, 1, "F", microbatch):
+                sum(range(20_000))
+        buffer.step_ended(0)
+    finally:
+        buffer.close()
+    buffer.write(tmp_path, 1)
+
+    probes = read_probes(tmp_path, (0, 1))
+
+    assert probes is not None and probes.ranks == (1,)
+    assert probes.actions["microbatch"].to_list() == [0, 1, 2]
+    assert (probes.actions["cpu_ms"] > 0).all() and (probes.actions["cpu_ms"] <= probes.actions["wall_ms"]).all()
+    assert probes.window["rank"].to_list() == [1]
+    assert any("rank 0" in note and "no probes file" in note for note in probes.notes)
+
+
+def _write(path: Path, lines: list[str]) -> None:
+    with gzip.open(path, "wt") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
+def _header(**changes: object) -> str:
+    header = {"format": PROBES_FORMAT, "rank": 0, "columns": list(COLUMNS), "actions": 1, "runq_available": True,
+              "window_runq_ns": 0, "window_dispatches": 0, "nvml": [], "notes": []} | changes  # fmt: skip
+    return json.dumps(header)
+
+
+@pytest.mark.parametrize(
+    ("lines", "fault"),
+    [
+        ([_header(format="other/9"), "[0,0,\"F\",0,0,1,1,0,0,0,0]"], "not a tracekit-probes/1"),
+        ([_header(), "[0,0,\"F\"]"], "line 2: not a probe row"),
+        ([_header(actions=2), "[0,0,\"F\",0,0,1,1,0,0,0,0]"], "header says 2 actions"),
+        (["{not json"], "probes header is not JSON"),
+    ],
+)
+def test_a_bad_probes_file_is_refused_in_one_line_naming_it(tmp_path: Path, lines: list[str], fault: str) -> None:
+    _write(tmp_path / "rank0.probes.jsonl.gz", lines)
+
+    with pytest.raises(TracekitError, match=fault) as raised:
+        read_probes(tmp_path, (0,))
+
+    assert "rank0.probes.jsonl.gz" in str(raised.value) and "\n" not in str(raised.value)

@@ -1,0 +1,304 @@
+"""Why a straggler is slow: its causes, the share of its price each explains, and the numbers behind it.
+
+Every flagged rank (``scoring``) and every flagged link (``links``) gets one or more causes, first
+the one that explains most of its price; every other rank of the same replica gets ``waits``,
+naming what it waits on. Definitions (``CAUSES``, quoted by every output):
+
+- ``compute``: its own work is slower: on-CPU time beyond its reference (CPU runs, GC excluded), or
+  GPU kernel time (GPU runs, where the clock is the kernels').
+- ``contended``: ready but not running: run-queue wait beyond what its dispatches would have waited
+  on the other ranks (their wait per dispatch, ``own_clock``): one hog beside it, a busier core.
+- ``blocked``: neither on a core nor waiting for one (wall - on-CPU - run-queue): sleep, I/O,
+  locks, page faults.
+- ``gc``: Python garbage-collection pauses inside its actions.
+- ``throttle`` (GPU runs with NVML samples): SM clock below its peers'.
+- ``link``: the link's transfers expose more latency than the other links'.
+- ``waits``: not slow itself; idle, waiting on the straggler (or slow link) named in ``upstream``.
+- ``unmeasured``: the rank is slow on wall time, but its trace has no probes to split it.
+
+Shares (CPU runs with probes): per step, the rank's wall time splits into GC pauses and, of the
+rest, on-CPU, blocked and run-queue wait (GC pauses are wall time; the run-queue and blocked time
+inside them are taken in the whole actions' proportions, so the four parts add up to the wall). Its reference's split is the median split of the other ranks (each
+part per ms of their own time) scaled to the rank's reference time (``reference_ms`` of its judged
+kinds, ``scoring``); its run-queue reference is the other ranks' wait per dispatch times its
+actions' dispatches (``shared_runq_ms``). Each part's excess over its reference, clipped at 0, divided by their sum, is that cause's
+share; ``price_ms`` is share x the rank's saving. Causes explaining less than ``MIN_SHARE`` are left
+out (one is always kept).
+
+``CAUSE_SCHEMA``, one row per (subject, cause), subjects most costly first, causes in order:
+
+| column | dtype | unit / meaning | null means |
+|---|---|---|---|
+| subject | String | ``rank`` or ``link`` | never null |
+| rank | Int32 | the rank (subject rank) | a link |
+| link | String | ``A-B``, the link's ranks (subject link) | a rank |
+| order | Int32 | 1 for the cause that explains most | never null |
+| cause | String | one of ``CAUSES`` | never null |
+| share | Float64 | share of the subject's price this cause explains, 0-1 | waits (it has no price) |
+| price_ms | Float64 | share x the subject's saving_ms, ms of step time | waits |
+| own_ms | Float64 | the subject's time in this cause per step, ms (link: latency per transfer) | not measured |
+| reference_ms | Float64 | the same at its reference, ms | not measured or no reference |
+| upstream | String | what a ``waits`` rank waits on (``rank 2``, ``link 1-2``) | any other cause |
+| evidence | String | the numbers in one sentence | never null |
+
+What it cannot see: work on threads other than the one that runs the action (a data loader, a
+CUDA launch thread's wait), which kernel is slow inside a GPU action, and on CPU runs whether
+on-CPU time is slow because of a slower core or more work (both are ``compute``).
+
+Not for: flagging or pricing (``scoring``, ``links``), reading probes (``tracekit.trace.probes``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import polars as pl
+
+from tracekit.stragglers.scoring import Stragglers
+
+CAUSES: dict[str, str] = {
+    "compute": "its own work is slower on its own clock (on-CPU time, GC excluded; GPU kernel time on GPU runs)",
+    "contended": "ready but not running: run-queue wait per dispatch beyond the other ranks' (a hog beside it)",
+    "blocked": "neither on a core nor waiting for one (wall - on-CPU - run queue): sleep, I/O, locks, page faults",
+    "gc": "Python garbage-collection pauses inside its actions",
+    "throttle": "GPU SM clock below its peers' (NVML samples)",
+    "link": "its transfers expose more latency than the other links'",
+    "waits": "not slow itself: idle, waiting on the straggler or slow link named in upstream",
+    "unmeasured": "slow on wall time, but its trace has no probes to say why",
+}
+"""Each cause and its definition (docs/stragglers.md, "Why")."""
+
+MIN_SHARE = 0.05
+"""Causes explaining less of a price than this are left out (the first is always kept)."""
+
+THROTTLE_RATIO = 0.95
+"""An SM clock below this share of the other ranks' median is ``throttle``."""
+
+CAUSE_SCHEMA: dict[str, pl.DataType] = {
+    "subject": pl.String(),
+    "rank": pl.Int32(),
+    "link": pl.String(),
+    "order": pl.Int32(),
+    "cause": pl.String(),
+    "share": pl.Float64(),
+    "price_ms": pl.Float64(),
+    "own_ms": pl.Float64(),
+    "reference_ms": pl.Float64(),
+    "upstream": pl.String(),
+    "evidence": pl.String(),
+}
+
+
+@dataclass(frozen=True)
+class CauseInputs:
+    """What the causes are read from; probes-derived frames are None when the run has none."""
+
+    stragglers: Stragglers
+    ops: pl.DataFrame
+    """The replay case's ops (``tracekit.whatif.case.OPS_SCHEMA``)."""
+    gpu_clock: bool
+    """True when the actions are timed on the GPU (kernel time is the rank's own clock)."""
+    clock: pl.DataFrame | None = None
+    """``own_clock.CLOCK_SCHEMA``; None without probes."""
+    contention: pl.DataFrame | None = None
+    """``own_clock.RANK_CLOCK_SCHEMA``; None without probes."""
+    links: pl.DataFrame | None = None
+    """``links.LINK_SCHEMA``; None for op-tables."""
+    nvml: pl.DataFrame | None = None
+    """``tracekit.trace.probes.NVML_SCHEMA``; None or empty without GPU samples."""
+
+
+def _row(subject: str, rank: int | None, cause: str, evidence: str, **values: float | str | None) -> dict:
+    return {"subject": subject, "rank": rank, "link": None, "order": 0, "cause": cause, "share": None,
+            "price_ms": None, "own_ms": None, "reference_ms": None, "upstream": None, "evidence": evidence,
+            **values}  # fmt: skip
+
+
+def _reference_ms_per_step(scores: pl.DataFrame, rank: int, steps: int) -> tuple[float, float, set[str]]:
+    """(own, reference) judged ms per step over the rank's kinds that have a reference, and those kinds."""
+    judged = scores.filter((pl.col("rank") == rank) & pl.col("reference_ms").is_not_null())
+    own = float((judged["median_ms"] * judged["actions"]).sum()) / steps
+    reference = float((judged["reference_ms"] * judged["actions"]).sum()) / steps
+    return own, reference, set(judged["kind"].to_list())
+
+
+def _parts(clock: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, ms per step: gc, and the rest of the wall time split into on-CPU, blocked and run queue.
+
+    GC pauses are wall time: the run-queue wait and blocked time inside them are taken to be in the
+    same proportion as in the whole action, so the four parts add up to the wall time.
+    """
+    steps = clock.group_by("rank").agg(pl.col("step").n_unique().alias("steps"))
+    summed = (
+        clock.group_by("rank")
+        .agg(*(pl.col(name).sum() for name in ("wall_ms", "cpu_ms", "runq_ms", "gc_ms", "shared_runq_ms")))
+        .join(steps, on="rank")
+        .with_columns(
+            (pl.col("gc_ms") / pl.col("wall_ms").clip(lower_bound=1e-9)).clip(0.0, 1.0).alias("gc_share")
+        )
+    )
+    rest = 1 - pl.col("gc_share")
+    return summed.with_columns(
+        (pl.col("runq_ms") * rest / pl.col("steps")).alias("runq_ms"),
+        (pl.col("shared_runq_ms") * rest / pl.col("steps")).alias("shared_runq_ms"),
+        (pl.col("cpu_ms") * rest / pl.col("steps")).alias("oncpu_ms"),
+        ((pl.col("wall_ms") - pl.col("cpu_ms") - pl.col("runq_ms")).clip(lower_bound=0.0) * rest / pl.col("steps")).alias(
+            "blocked_ms"
+        ),
+        (pl.col("gc_ms") / pl.col("steps")).alias("gc_ms"),
+    ).with_columns((pl.col("gc_ms") + pl.col("oncpu_ms") + pl.col("blocked_ms")).alias("own_ms"))
+
+
+_PART_OF = {"compute": "oncpu_ms", "gc": "gc_ms", "blocked": "blocked_ms"}
+
+
+def _probed_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dict]:
+    """The causes of a flagged rank with probes, largest share first (module docstring)."""
+    assert inputs.clock is not None and inputs.contention is not None
+    scores = inputs.stragglers.scores
+    flagged = set(inputs.stragglers.flagged["rank"].to_list())
+    judged_kinds = set(scores.filter((pl.col("rank") == rank) & pl.col("reference_ms").is_not_null())["kind"])
+    clock = inputs.clock.filter((pl.col("rank") != rank) | pl.col("kind").is_in(sorted(judged_kinds)))
+    parts = _parts(clock)
+    mine = parts.filter(pl.col("rank") == rank).to_dicts()[0]
+    _, reference, _ = _reference_ms_per_step(scores, rank, 1)
+    reference /= max(1, int(mine["steps"]))
+    others = parts.filter((pl.col("rank") != rank) & ~pl.col("rank").is_in(sorted(flagged)))
+    if others.is_empty():
+        others = parts.filter(pl.col("rank") != rank)
+    contention = inputs.contention.filter(pl.col("rank") == rank).to_dicts()[0]
+    expected = {}
+    for cause, part in _PART_OF.items():
+        shares = [row[part] / row["own_ms"] for row in others.to_dicts() if row["own_ms"] > 0]
+        expected[cause] = (statistics.median(shares) if shares else 0.0) * reference
+    expected["contended"] = mine["shared_runq_ms"]
+    actual = {cause: mine[part] for cause, part in _PART_OF.items()} | {"contended": mine["runq_ms"]}
+    excess = {cause: max(0.0, actual[cause] - expected[cause]) for cause in actual}
+    total = sum(excess.values())
+    if total <= 0:
+        excess, total = {"compute": 1.0}, 1.0
+    evidence = {
+        "compute": lambda: f"{actual['compute']:.1f} ms per step on a core (GC excluded) against "
+        f"{expected['compute']:.1f} ms at its reference's speed",
+        "gc": lambda: f"{actual['gc']:.1f} ms per step in Python GC pauses against {expected['gc']:.1f} ms",
+        "blocked": lambda: f"{actual['blocked']:.1f} ms per step neither on a core nor waiting for one "
+        f"(sleep, I/O, locks) against {expected['blocked']:.1f} ms",
+        "contended": lambda: f"{actual['contended']:.1f} ms per step waiting for a core: "
+        f"{contention['latency_ms']:.2f} ms per dispatch against {contention['latency_reference_ms']:.2f} ms "
+        "on the other ranks",
+    }
+    rows = [
+        _row("rank", rank, cause, evidence[cause](), share=value / total, price_ms=value / total * saving_ms,
+             own_ms=actual.get(cause), reference_ms=expected.get(cause))  # fmt: skip
+        for cause, value in excess.items()
+    ]
+    return _keep(rows)
+
+
+def _keep(rows: list[dict]) -> list[dict]:
+    rows = sorted(rows, key=lambda row: (-row["share"], row["cause"]))
+    return [row for index, row in enumerate(rows) if index == 0 or row["share"] >= MIN_SHARE]
+
+
+def _gpu_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dict]:
+    """A flagged rank on a GPU clock: compute, and throttle where NVML samples show a lower SM clock."""
+    steps = max(1, inputs.ops.filter(pl.col("rank") == rank)["step"].n_unique())
+    own, reference, _ = _reference_ms_per_step(inputs.stragglers.scores, rank, steps)
+    excess = max(own - reference, 1e-9)
+    throttle = 0.0
+    nvml = inputs.nvml
+    evidence = ""
+    if nvml is not None and not nvml.is_empty() and rank in set(nvml["rank"].to_list()):
+        clocks = nvml.group_by("rank").agg(pl.col("sm_clock_mhz").median())
+        mine = float(clocks.filter(pl.col("rank") == rank)["sm_clock_mhz"][0])
+        rest = clocks.filter(pl.col("rank") != rank)["sm_clock_mhz"].to_list()
+        peer = statistics.median(rest) if rest else mine
+        if mine > 0 and mine < THROTTLE_RATIO * peer:
+            throttle = min(excess, reference * (peer / mine - 1))
+            evidence = f"SM clock {mine:.0f} MHz against {peer:.0f} MHz on the other ranks"
+    rows = [
+        _row("rank", rank, "compute", f"{own:.1f} ms of GPU kernel time per step against {reference:.1f} ms",
+             share=(excess - throttle) / excess, price_ms=(excess - throttle) / excess * saving_ms,
+             own_ms=own, reference_ms=reference)  # fmt: skip
+    ]
+    if throttle > 0:
+        rows.append(_row("rank", rank, "throttle", evidence, share=throttle / excess,
+                         price_ms=throttle / excess * saving_ms))  # fmt: skip
+    return _keep(rows)
+
+
+def _unmeasured(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dict]:
+    steps = max(1, inputs.ops.filter(pl.col("rank") == rank)["step"].n_unique())
+    own, reference, _ = _reference_ms_per_step(inputs.stragglers.scores, rank, steps)
+    return [
+        _row("rank", rank, "unmeasured", f"{own:.1f} ms of wall time per step against {reference:.1f} ms; no "
+             "probes beside its trace to tell compute from contended or blocked",
+             share=1.0, price_ms=saving_ms, own_ms=own, reference_ms=reference)  # fmt: skip
+    ]
+
+
+def _busy_ms(ops: pl.DataFrame) -> dict[int, float]:
+    """Per rank: its compute ms per step (mean over steps)."""
+    busy = ops.filter(pl.col("compute")).group_by("rank", "step").agg(pl.col("duration_ms").sum().alias("busy"))
+    return dict(busy.group_by("rank").agg(pl.col("busy").mean()).iter_rows())
+
+
+def _waits(inputs: CauseInputs, upstream: dict[int, tuple[str, float]], step_ms: float) -> list[dict]:
+    """``waits`` for every judged, unflagged rank of a replica holding a straggler or slow link."""
+    flagged = set(inputs.stragglers.flagged["rank"].to_list())
+    busy = _busy_ms(inputs.ops)
+    replica_of = dict(inputs.ops.select("rank", "dp_rank").unique().iter_rows())
+    rows = []
+    for rank in sorted(inputs.stragglers.ranks["rank"].to_list()):
+        if rank in flagged or replica_of.get(rank) not in upstream:
+            continue
+        name, price = upstream[replica_of[rank]]
+        idle = max(0.0, step_ms - busy.get(rank, 0.0))
+        rows.append(
+            _row("rank", rank, "waits", f"not slow itself: {idle:.1f} ms of its {step_ms:.1f} ms step is not its "
+                 f"compute, waiting on {name} (which costs {price:.1f} ms per step)",
+                 own_ms=idle, upstream=name)  # fmt: skip
+        )
+    return rows
+
+
+def causes(inputs: CauseInputs) -> pl.DataFrame:
+    """``CAUSE_SCHEMA``: every straggler's and slow link's causes, and ``waits`` for the ranks behind them."""
+    result = inputs.stragglers
+    probed = set() if inputs.clock is None else set(inputs.clock["rank"].to_list())
+    rows: list[dict] = []
+    subjects: list[tuple[float, list[dict]]] = []
+    upstream: dict[int, tuple[str, float]] = {}
+    replica_of = dict(inputs.ops.select("rank", "dp_rank").unique().iter_rows())
+    step_ms = float(result.ranks["step_ms"][0]) if result.ranks.height else 0.0
+    for row in result.flagged.to_dicts():
+        rank, saving = row["rank"], row["saving_ms"]
+        if inputs.gpu_clock:
+            found = _gpu_causes(inputs, rank, saving)
+        elif rank in probed:
+            found = _probed_causes(inputs, rank, saving)
+        else:
+            found = _unmeasured(inputs, rank, saving)
+        subjects.append((saving, found))
+        replica = replica_of.get(rank)
+        if replica not in upstream or upstream[replica][1] < saving:
+            upstream[replica] = (f"rank {rank}", saving)
+    if inputs.links is not None:
+        for link in inputs.links.filter(pl.col("flagged")).to_dicts():
+            name = f"{link['rank_a']}-{link['rank_b']}"
+            found = [
+                _row("link", None, "link", f"{link['latency_ms']:.1f} ms exposed per transfer against "
+                     f"{link['reference_ms']:.1f} ms on the other links, over {link['transfers']} transfers",
+                     link=name, share=1.0, price_ms=link["saving_ms"], own_ms=link["latency_ms"],
+                     reference_ms=link["reference_ms"])  # fmt: skip
+            ]
+            subjects.append((link["saving_ms"], found))
+            replica = replica_of.get(link["rank_a"])
+            if replica not in upstream or upstream[replica][1] < link["saving_ms"]:
+                upstream[replica] = (f"link {name}", link["saving_ms"])
+    for _, found in sorted(subjects, key=lambda item: -item[0]):
+        rows += [{**row, "order": order} for order, row in enumerate(found, start=1)]
+    rows += [{**row, "order": 1} for row in _waits(inputs, upstream, step_ms)]
+    return pl.DataFrame(rows, schema=CAUSE_SCHEMA, orient="row") if rows else pl.DataFrame(schema=CAUSE_SCHEMA)
+
