@@ -78,7 +78,7 @@ def test_every_output_states_one_step_time_and_one_saving_per_rank(sample: str) 
     savings = {row["rank"]: row["saving_ms"] for row in stragglers["ranks"]}
     assert {row["rank"]: row["saving_ms"] for row in whatif["rank_savings"]} == savings
     assert dict(live.ranks.select("rank", "saving_ms").iter_rows()) == savings
-    alerts = flagged_stragglers(live.scores, live.ranks)
+    alerts = flagged_stragglers(live)
     assert {alert["rank"]: alert["saving_ms"] for alert in alerts} == {
         row["rank"]: round(row["saving_ms"], 3) for row in stragglers["ranks"] if row["flagged"]
     }

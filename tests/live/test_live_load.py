@@ -21,7 +21,7 @@ import pytest
 from live_samples import SAMPLE_1F1B, summaries_of
 
 from collectors import live_wire
-from tracekit.analysis.realized import realized_actions
+from tracekit.run_analysis import realized_actions
 from tracekit.live.aggregator import LOG_NAME
 from tracekit.trace.run import load_run
 
