@@ -19,15 +19,32 @@ from tracekit.trace.run import load_run
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 
-def _with_label_duration(root: Path, rank: int, label: str, dur_us: float) -> Path:
-    """A copy of the 1F1B capture whose rank ``rank`` says action ``label`` lasted ``dur_us``."""
+def _with_label_field(root: Path, rank: int, label: str, field: str, value: object) -> Path:
+    """A copy of the 1F1B capture whose rank ``rank`` gives action ``label`` this ``field`` value."""
     shutil.copytree(SAMPLES / "1f1b", root, ignore=shutil.ignore_patterns(".tracekit-cache"))
     path = root / f"rank{rank}.json.gz"
     trace = json.loads(gzip.decompress(path.read_bytes()))
     event = next(e for e in trace["traceEvents"] if e.get("name") == label and e.get("ph") == "X")
-    event["dur"] = dur_us
+    event[field] = value
     path.write_bytes(gzip.compress(json.dumps(trace).encode()))
     return root
+
+
+def _with_label_duration(root: Path, rank: int, label: str, dur_us: float) -> Path:
+    """A copy of the 1F1B capture whose rank ``rank`` says action ``label`` lasted ``dur_us``."""
+    return _with_label_field(root, rank, label, "dur", dur_us)
+
+
+@pytest.mark.parametrize("field", ["ts", "dur"])
+def test_a_label_whose_time_is_not_a_number_is_counted_and_named(tmp_path: Path, field: str) -> None:
+    root = _with_label_field(tmp_path / "run", 1, "tracekit:1F3", field, "abc")
+
+    realized = realized_schedule(load_run(root, workers=1))
+    intact = realized_schedule(load_run(SAMPLES / "1f1b", workers=1))
+
+    named = [w for w in load_run(root, workers=1).warnings if "not a number" in w]
+    assert len(named) == 1 and "rank1.json.gz: 1 complete events" in named[0]
+    assert realized.actions.height == intact.actions.height - 1
 
 
 def test_an_action_longer_than_its_step_is_left_out_and_named(tmp_path: Path) -> None:

@@ -205,6 +205,8 @@ class _Slice:
     without a correlation id (null elsewhere) to find their flow arrow by."""
     flows: pl.DataFrame
     """``ac2g`` flow ends: raw ``pid``, ``tid``, ``ts`` and the flow ``id``."""
+    untimed: int
+    """Complete events whose ``ts`` or ``dur`` is missing or not a number (text, say): left out."""
 
 
 def _reduce(raw: pl.DataFrame) -> _Slice:
@@ -234,8 +236,11 @@ def _reduce(raw: pl.DataFrame) -> _Slice:
         pl.col("ts").alias("_ts"),
         pl.col("id").alias("_flow"),
     )
-    events_frame, flows_frame = events.collect(), flows.collect()
-    return _Slice(events_frame, flows_frame)
+    untimed = typed.filter((pl.col("ph") == "X") & (pl.col("ts").is_null() | pl.col("dur").is_null())).select(
+        pl.len()
+    )
+    events_frame, flows_frame, untimed_frame = pl.collect_all([events, flows, untimed])
+    return _Slice(events_frame, flows_frame, int(untimed_frame.item()))
 
 
 def _linked_by_flow(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
@@ -278,6 +283,9 @@ def read_trace(path: Path) -> tuple[pl.DataFrame, TraceInfo]:
     warnings.extend(_check_clock(path, header, base_ns, first_ts, last_ts))  # before any µs -> ns product
     if negative:
         warnings.append(f"{path}: {negative} events with a negative duration were skipped")
+    untimed = sum(part.untimed for part in slices)
+    if untimed:
+        warnings.append(f"{path}: {untimed} complete events whose ts or dur is not a number were skipped")
     events = _linked_by_flow(events, pl.concat([part.flows for part in slices]))
     del slices
     unlinked = events.select(
