@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # examples/ sits beside the installed packages, not in them
 
 import polars as pl
-from examples.small_model import Model
 
+from examples.small_model import Model
 from tracekit.run_analysis import analyse
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zbv", "dualpipev", "deepseek-dualpipe")
