@@ -44,7 +44,7 @@ def _pin_beside(pid: int) -> None:
 def capture(out: Path, schedule: str, rank: int, how: str, slow_ms: float, model: Model) -> None:
     """Record one planted case (SystemExit with its stderr when it fails)."""
     job = [sys.executable, "-m", "examples.pipeline_job", "--schedule", schedule, "--ranks", "4",
-           "--microbatches", "4", "--steps", "3"]  # fmt: skip
+           "--microbatches", "8", "--steps", "3"]  # fmt: skip
     # The hog case keeps the job's default size: its compute must want the core the hog takes.
     job += [] if how == "hog" else model.args()
     if how == "hog":
