@@ -437,7 +437,9 @@ class Recorder:
         try:
             with locked(final):
                 moved_to = move_aside(final, keep_run_id=self.config.run_id)
-                for name in (trace, sidecar_name(self._rank)):
+                for name in (trace, sidecar_name(self._rank), probes.probes_name(self._rank)):
+                    if name != trace and not (incoming / name).exists():
+                        continue  # no probes (they failed, or none were taken): the trace goes on alone
                     os.replace(incoming / name, final / name)
         except OSError as error:
             why = describe_os_error(error)
@@ -454,7 +456,7 @@ class Recorder:
         if buffer is None:
             return
         try:
-            buffer.write(self.config.out_dir, self._rank)
+            buffer.write(self._write_dir, self._rank)
         except Exception as error:  # noqa: BLE001 - never into the job
             buffer.close()
             self._problem(f"cannot write {probes.probes_name(self._rank)}: {error!r}")

@@ -34,7 +34,9 @@ INCOMING_PREFIX = ".tracekit-incoming-"
 """Name prefix of the directory a capture is written into before it joins (or replaces) DIR's."""
 TRACE_FILE = re.compile(r"^rank(\d+)(\.partial)?\.json\.gz$")
 """A rank's trace file name; group 1 is the rank."""
-CAPTURE_FILES = re.compile(r"^(rank\d+(\.partial)?\.json\.gz|rank\d+\.meta\.json|run\.json)$")
+CAPTURE_FILES = re.compile(
+    r"^(rank\d+(\.partial)?\.json\.gz|rank\d+\.meta\.json|rank\d+\.probes\.jsonl\.gz|run\.json)$"
+)
 """Every file name a capture writes: what ``tracekit record`` clears from a reused directory."""
 
 RankStatus = Literal["capturing", "complete", "partial", "failed", "not-reached"]

@@ -288,5 +288,5 @@ class _ActionProbe:
         buffer.depth -= 1
         buffer.rows.append(
             (*self.key, buffer.depth, wall - wall0, cpu - cpu0, runq - runq0, dispatches - dispatches0,
-             buffer.gc.total_ns - gc0, max(0, peers - peers0))  # fmt: skip
+             buffer.gc.total_ns - gc0, max(0, peers - peers0))
         )

@@ -39,16 +39,14 @@ LINK = Job("link-12", "1f1b", 4, slow_link=(1, 2), slow_link_ms=40, microbatches
 
 def _hog() -> subprocess.Popen:
     """A busy loop pinned to CPU 0, at a higher priority where this user may raise it (bounded in time)."""
-
-    def raise_priority() -> None:
-        os.sched_setaffinity(0, {0})
-        try:
-            os.nice(-10)
-        except OSError:
-            pass  # not permitted: an equal-priority hog still takes half of the core
-
     loop = f"import time\nend = time.monotonic() + {HOG_S}\nwhile time.monotonic() < end:\n    pass\n"
-    return subprocess.Popen([sys.executable, "-c", loop], preexec_fn=raise_priority)
+    hog = subprocess.Popen([sys.executable, "-c", loop])
+    os.sched_setaffinity(hog.pid, {0})
+    try:
+        os.setpriority(os.PRIO_PROCESS, hog.pid, -10)
+    except OSError:
+        pass  # not permitted: an equal-priority hog still takes half of the core
+    return hog
 
 
 @pytest.fixture(scope="module")

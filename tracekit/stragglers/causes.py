@@ -190,7 +190,7 @@ def _probed_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dic
     }
     rows = [
         _row("rank", rank, cause, evidence[cause](), share=value / total, price_ms=value / total * saving_ms,
-             own_ms=actual.get(cause), reference_ms=expected.get(cause))  # fmt: skip
+             own_ms=actual.get(cause), reference_ms=expected.get(cause))
         for cause, value in excess.items()
     ]
     return _keep(rows)
@@ -220,7 +220,7 @@ def _gpu_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dict]:
     rows = [
         _row("rank", rank, "compute", f"{own:.1f} ms of GPU kernel time per step against {reference:.1f} ms",
              share=(excess - throttle) / excess, price_ms=(excess - throttle) / excess * saving_ms,
-             own_ms=own, reference_ms=reference)  # fmt: skip
+             own_ms=own, reference_ms=reference)
     ]
     if throttle > 0:
         rows.append(_row("rank", rank, "throttle", evidence, share=throttle / excess,
@@ -234,7 +234,7 @@ def _unmeasured(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dict]:
     return [
         _row("rank", rank, "unmeasured", f"{own:.1f} ms of wall time per step against {reference:.1f} ms; no "
              "probes beside its trace to tell compute from contended or blocked",
-             share=1.0, price_ms=saving_ms, own_ms=own, reference_ms=reference)  # fmt: skip
+             share=1.0, price_ms=saving_ms, own_ms=own, reference_ms=reference)
     ]
 
 
@@ -258,7 +258,7 @@ def _waits(inputs: CauseInputs, upstream: dict[int, tuple[str, float]], step_ms:
         rows.append(
             _row("rank", rank, "waits", f"not slow itself: {idle:.1f} ms of its {step_ms:.1f} ms step is not its "
                  f"compute, waiting on {name} (which costs {price:.1f} ms per step)",
-                 own_ms=idle, upstream=name)  # fmt: skip
+                 own_ms=idle, upstream=name)
         )
     return rows
 
@@ -291,7 +291,7 @@ def causes(inputs: CauseInputs) -> pl.DataFrame:
                 _row("link", None, "link", f"{link['latency_ms']:.1f} ms exposed per transfer against "
                      f"{link['reference_ms']:.1f} ms on the other links, over {link['transfers']} transfers",
                      link=name, share=1.0, price_ms=link["saving_ms"], own_ms=link["latency_ms"],
-                     reference_ms=link["reference_ms"])  # fmt: skip
+                     reference_ms=link["reference_ms"])
             ]
             subjects.append((link["saving_ms"], found))
             replica = replica_of.get(link["rank_a"])

@@ -130,7 +130,7 @@ def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], t
             rows.append(
                 (rank, int(step), int(stage), str(kind), int(microbatch), wall / 1e6, cpu / 1e6,
                  queued / 1e6 if runq else None, int(dispatches) if runq else None, gc_ns / 1e6,
-                 peers / 1e6 if runq else None)  # fmt: skip
+                 peers / 1e6 if runq else None)
             )
         except (json.JSONDecodeError, ValueError, TypeError) as error:
             raise TracekitError(f"line {number}: not a probe row ({error})", path) from error
@@ -141,7 +141,7 @@ def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], t
         try:
             samples.append(
                 (rank, int(sample["step"]), float(sample["sm_clock_mhz"]), float(sample["max_sm_clock_mhz"]),
-                 float(sample["power_w"]), float(sample["temperature_c"]))  # fmt: skip
+                 float(sample["power_w"]), float(sample["temperature_c"]))
             )
         except (KeyError, TypeError, ValueError) as error:
             raise TracekitError(f"malformed NVML sample {sample!r}", path) from error
