@@ -35,6 +35,9 @@ from collectors.manifest import (
     sidecar_name,
 )
 
+_PROBES_FILE = re.compile(r"^rank(\d+)\.probes\.jsonl\.gz$")
+"""A rank's per-action probes (``collectors.probes``): of the run its sidecar names, as its trace is."""
+
 EARLIER_PREFIX = "earlier-"
 """Name prefix of the directory an earlier capture is moved into."""
 
@@ -56,7 +59,7 @@ def _run_id_in(path: Path) -> str | None:
 
 def run_of(path: Path) -> str | None:
     """The run id of capture file ``path`` (see the module docstring); None when unknown."""
-    trace = TRACE_FILE.match(path.name)
+    trace = TRACE_FILE.match(path.name) or _PROBES_FILE.match(path.name)
     if trace is not None:
         sidecar = path.with_name(sidecar_name(int(trace[1])))
         return _run_id_in(sidecar) if sidecar.is_file() else None
