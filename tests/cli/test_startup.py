@@ -21,8 +21,16 @@ HEAVY = ("polars", "numpy", "pyarrow", "rich", "yaml", "altair", "vl_convert", "
 """Packages that cost tens to hundreds of milliseconds to import, or are optional."""
 NEVER_IN_ANALYSIS = {"altair", "vl_convert", "dask", "distributed", "torch", "pandas"}
 """Packages a command that analyses a run without ``--scheduler`` and draws no chart never needs."""
-NOT_IN_A_REPORT = ("tracekit.whatif", "tracekit.stragglers", "tracekit.planner", "tracekit.analysis.ideal", "yaml")
-"""What ``report`` never computes: the replay, the stragglers, the planner, the ideal, the op-table's YAML."""
+NOT_IN_A_REPORT = (
+    "tracekit.whatif",
+    "tracekit.stragglers",
+    "tracekit.planner",
+    "tracekit.analysis.ideal",
+    "yaml",
+    "rich.progress",
+)
+"""What ``report`` never computes (the replay, the stragglers, the planner, the ideal, the op-table's
+YAML) and, with its output piped, never draws (a progress bar)."""
 
 
 def _modules_after(*argv: str) -> tuple[set[str], int]:
