@@ -24,15 +24,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import polars as pl
 
 from collectors.manifest import Manifest
-from tracekit.analysis.ideal import IDEAL_DEFINITION as IDEAL_DEFINITION
-from tracekit.analysis.dependencies import cross_rank_dependencies
-from tracekit.analysis.ideal import Ideal, IdealConfig, ideal_durations, stage_costs
+from tracekit.analysis.choices import IDEAL_DEFINITION as IDEAL_DEFINITION
+from tracekit.analysis.choices import IdealConfig, LinkConfig, StragglerConfig, WhatIfConfig
 from tracekit.analysis.intervals import covered_bins as covered_bins
+from tracekit.analysis.memory_run import Memory, no_memory, run_memory
 from tracekit.analysis.pipelines import (
     ONE_PIPELINE,
     PipelineGroups,
@@ -40,36 +40,51 @@ from tracekit.analysis.pipelines import (
     pipeline_positions,
     resolve_groups,
 )
-from tracekit.whatif.marks import mark_actions
-from tracekit.analysis.memory import NEAR_CAPACITY as NEAR_CAPACITY
-from tracekit.analysis.memory_run import Memory, no_memory, run_memory
 from tracekit.analysis.realized import Clock, RealizedActions, RealizedSchedule, no_labels_error, realize
 from tracekit.analysis.utilization import rank_utilization, replica_utilization, step_utilization
-from tracekit.analysis.work import stage_work
 from tracekit.errors import TracekitError
 from tracekit.gpu.analysis import GpuAnalysis
 from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, KernelPattern
 from tracekit.perrank.engine import Engine
 from tracekit.perrank.reduce import RunReductions, reduce_directory, reduce_loaded
 from tracekit.run_sources import ActionsSource, KinetoSource, OpTableSource, RunSource
-from tracekit.schedule.costs import Costs
-from tracekit.schedule.registry import GENERATORS
-from tracekit.stragglers.causes import CauseInputs, causes
-from tracekit.stragglers.links import LinkConfig, slow_links
-from tracekit.stragglers.own_clock import clock_factors, on_own_clock, rank_contention
-from tracekit.stragglers.scoring import StragglerConfig, Stragglers, score_stragglers
-from tracekit.trace.probes import Probes, read_probes
 from tracekit.trace.run import Run
-from tracekit.whatif.attribution import WhatIf, WhatIfConfig, what_if
-from tracekit.whatif.case import ReplayCase
-from tracekit.whatif.comparison import COMPARISON_DEFINITION as COMPARISON_DEFINITION
-from tracekit.whatif.comparison import ScheduleComparison, compare_schedules
-from tracekit.whatif.critical import critical_paths
-from tracekit.whatif.megatron import megatron_case
-from tracekit.whatif.named import NamedComparison, compare_named
-from tracekit.whatif.optable import find_meta, read_meta, read_optable
-from tracekit.whatif.pipeline import pipeline_case_nodes
-from tracekit.whatif.timeline import replayed_actions
+
+# The replay, the ideal, the stragglers and the what-if (with numpy, the simulator and the op-table's yaml)
+# are imported where each part is computed, not here: a command that reads only the GPU figures and
+# the bubbles of a cached run (``tracekit report``) then loads none of them.
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tracekit.analysis.ideal import Ideal
+    from tracekit.schedule.costs import Costs
+    from tracekit.stragglers.scoring import Stragglers
+    from tracekit.trace.probes import Probes
+    from tracekit.whatif.attribution import WhatIf
+    from tracekit.whatif.case import ReplayCase
+    from tracekit.whatif.comparison import ScheduleComparison
+    from tracekit.whatif.named import NamedComparison
+
+_LAZY = {
+    "COMPARISON_DEFINITION": ("tracekit.whatif.comparison", "COMPARISON_DEFINITION"),
+    "NEAR_CAPACITY": ("tracekit.analysis.memory", "NEAR_CAPACITY"),
+}
+"""Names re-exported from modules below that load numpy or the what-if, imported on first access."""
+
+
+def __getattr__(name: str) -> Any:
+    """The names of ``_LAZY``, and ``KNOWN_SCHEDULES``: the schedules the simulator generates
+    (``tracekit.schedule.registry``), for the comparison; each imported on first access (PEP 562)."""
+    if name == "KNOWN_SCHEDULES":
+        from tracekit.schedule.registry import GENERATORS  # here: the generators load the simulator
+
+        return tuple(GENERATORS)
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -144,10 +159,6 @@ class IdealTimeline:
     """Busy and bubble of ``actions``, measured as the realized ones are."""
     step_ms: np.ndarray
     """The ideal step times, ``steps`` order: the what-if's ``ideal_ms``, the same numbers."""
-
-
-KNOWN_SCHEDULES: tuple[str, ...] = tuple(GENERATORS)
-"""Schedules the simulator generates (``tracekit.schedule.registry``), for the comparison."""
 
 
 def is_optable(path: Path) -> bool:
@@ -325,6 +336,10 @@ class RunAnalysis:
     @cached_property
     def replay(self) -> Replay:
         """The dependency graph and op instances (``tracekit.whatif.pipeline`` / ``megatron``)."""
+        from tracekit.whatif.megatron import megatron_case  # here: the op-table path loads yaml
+        from tracekit.whatif.optable import find_meta, read_meta, read_optable
+        from tracekit.whatif.pipeline import pipeline_case_nodes  # here: see the imports at the top
+
         if isinstance(self.data, OpTableSource):
             job = read_meta(self.data.meta if self.data.meta is not None else find_meta(self.source))
             return Replay(megatron_case(read_optable(self.source), job, str(self.source)), ())
@@ -341,17 +356,23 @@ class RunAnalysis:
         """Per-stage work (``tracekit.analysis.work``): the given frame, else the manifest's (maybe empty)."""
         if isinstance(self.data, ActionsSource) and self.data.stage_work is not None:
             return self.data.stage_work
+        from tracekit.analysis.work import stage_work  # here: only the ideal and the stragglers read it
+
         return stage_work(self.manifest, str(self.source))
 
     @property
     def ideal_ops(self) -> pl.DataFrame:
         """The op instances the ideal is taken over: the replay case's ops (``OPS_SCHEMA``), each compute
         op on its rank's own clock where the collector's probes give one (``stragglers.own_clock``)."""
+        from tracekit.stragglers.own_clock import on_own_clock  # here: see the imports at the top
+
         return on_own_clock(self.case.ops, self.own_clock)
 
     @cached_property
     def ideal(self) -> Ideal:
         """The ideal duration of every op (``tracekit.analysis.ideal``), the one ideal of the run."""
+        from tracekit.analysis.ideal import ideal_durations  # here: see the imports at the top
+
         method = self.config.ideal.method_for(self.facts.source)
         return ideal_durations(self.ideal_ops, method, self.stage_work)
 
@@ -360,12 +381,15 @@ class RunAnalysis:
         """The robust ideal straggler prices replay: ``ideal`` itself unless it is osdi25 (op-tables)."""
         if self.ideal.method == "robust":
             return self.ideal
+        from tracekit.analysis.ideal import ideal_durations  # here: see the imports at the top
+
         return ideal_durations(self.ideal_ops, "robust", self.stage_work)
 
     @cached_property
     def stragglers(self) -> Stragglers:
         """Every rank against its reference and priced (``tracekit.stragglers.scoring``)."""
-        manifest = self.manifest
+        from tracekit.stragglers.scoring import score_stragglers  # here: see the imports at the top
+
         return score_stragglers(
             self.case,
             self.config.stragglers,
@@ -380,6 +404,8 @@ class RunAnalysis:
         """The collector's per-action probes (``tracekit.trace.probes``); None when the run has none."""
         if self.loaded is None:
             return None
+        from tracekit.trace.probes import read_probes  # here: only the stragglers read the probes
+
         return read_probes(self.loaded.root, tuple(self.loaded.ranks))
 
     @cached_property
@@ -388,11 +414,16 @@ class RunAnalysis:
         clocks with probes; None otherwise (GPU kernel time is already the rank's own clock)."""
         if self.probes is None or self.clock is not Clock.CPU:
             return None
+        from tracekit.stragglers.own_clock import clock_factors  # here: see the imports at the top
+
         return clock_factors(self.probes.actions, self.probes.window)
 
     @cached_property
     def causes(self) -> pl.DataFrame:
         """Every straggler's and slow link's causes (``tracekit.stragglers.causes.CAUSE_SCHEMA``)."""
+        from tracekit.stragglers.causes import CauseInputs, causes  # here: see the imports at the top
+        from tracekit.stragglers.own_clock import rank_contention
+
         probes = self.probes
         clock = self.own_clock
         return causes(
@@ -412,6 +443,8 @@ class RunAnalysis:
         """Communication stragglers (``tracekit.stragglers.links.LINK_SCHEMA``); None for an op-table."""
         if self.is_optable:
             return None
+        from tracekit.stragglers.links import slow_links  # here: see the imports at the top
+
         return slow_links(self.actions, float(self.case.measured_ms().mean()), self.config.links)
 
     @cached_property
@@ -424,6 +457,8 @@ class RunAnalysis:
         """
         if self.is_optable:
             raise TracekitError("an op-table replays many replicas per op: no single critical path", self.source)
+        from tracekit.whatif.critical import critical_paths  # here: see the imports at the top
+
         case = self.case
         recorded = case.occupied_ms(case.ops["duration_ms"].to_numpy())
         return critical_paths(case, recorded, case.ops["gap_ms"].to_numpy())
@@ -431,6 +466,8 @@ class RunAnalysis:
     @cached_property
     def dependencies(self) -> pl.DataFrame:
         """Every cross-rank dependency of the realized actions (``tracekit.whatif.pipeline.DEPENDENCY_SCHEMA``)."""
+        from tracekit.analysis.dependencies import cross_rank_dependencies  # here: see the imports at the top
+
         return cross_rank_dependencies(self.actions, str(self.source))
 
     @cached_property
@@ -440,6 +477,8 @@ class RunAnalysis:
         nodes = self.replay.node_of_action
         if nodes is None:
             raise TracekitError("an op-table holds no realized actions to mark", self.source)
+        from tracekit.whatif.marks import mark_actions  # here: see the imports at the top
+
         durations, occupied = self._ideal_occupancy
         return mark_actions(self.actions, self.case, nodes, self.critical_path, durations, occupied)
 
@@ -453,6 +492,8 @@ class RunAnalysis:
     @cached_property
     def whatif(self) -> WhatIf:
         """Realized against ideal replay and its attribution (``tracekit.whatif.attribution``)."""
+        from tracekit.whatif.attribution import what_if  # here: see the imports at the top
+
         return what_if(self.case, self.config.whatif, self.ideal.per_op(self.case.ops))
 
     @cached_property
@@ -465,6 +506,8 @@ class RunAnalysis:
         node_of_action = self.replay.node_of_action
         if node_of_action is None:
             raise TracekitError("an op-table holds no actions to lay out as a timeline", self.source)
+        from tracekit.whatif.timeline import replayed_actions  # here: see the imports at the top
+
         durations, occupied = self._ideal_occupancy
         actions = replayed_actions(self.actions, node_of_action, self.case, durations, occupied)
         per_step = step_utilization(actions)
@@ -479,12 +522,19 @@ class RunAnalysis:
     @cached_property
     def stage_costs(self) -> Costs:
         """The ideal as the simulator's per-kind, per-stage costs (``tracekit.analysis.ideal.stage_costs``)."""
+        from tracekit.analysis.ideal import stage_costs  # here: see the imports at the top
+
         return stage_costs(self.ideal, self.ideal_ops, int(self.case.ops["stage"].max()) + 1)  # type: ignore[arg-type]
 
     def schedule_comparison(
-        self, schedules: tuple[str, ...] = KNOWN_SCHEDULES, microbatch_factors: tuple[float, ...] = (0.5, 1, 2, 4, 8)
+        self, schedules: tuple[str, ...] | None = None, microbatch_factors: tuple[float, ...] = (0.5, 1, 2, 4, 8)
     ) -> ScheduleComparison:
-        """Every schedule at the run's P and ideal costs (``tracekit.whatif.comparison``); TracekitError when not."""
+        """Every schedule (None: ``KNOWN_SCHEDULES``) at the run's P and ideal costs
+        (``tracekit.whatif.comparison``); TracekitError when not."""
+        from tracekit.whatif.comparison import compare_schedules  # here: see the imports at the top
+
+        if schedules is None:
+            schedules = __getattr__("KNOWN_SCHEDULES")
         schedule = None if self.manifest is None else self.manifest.schedule
         microbatches = self.actions["microbatch"].n_unique() if schedule is None else schedule.microbatches
         pp = self.layout["position"].n_unique()
@@ -494,6 +544,8 @@ class RunAnalysis:
     def _named(self) -> tuple[NamedComparison | None, tuple[str, ...]]:
         if self.is_optable:
             return None, ()
+        from tracekit.whatif.named import compare_named  # here: see the imports at the top
+
         return compare_named(self.case, self.manifest, self.whatif, self.ideal)
 
     @property

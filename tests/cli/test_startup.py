@@ -21,6 +21,16 @@ HEAVY = ("polars", "numpy", "pyarrow", "rich", "yaml", "altair", "vl_convert", "
 """Packages that cost tens to hundreds of milliseconds to import, or are optional."""
 NEVER_IN_ANALYSIS = {"altair", "vl_convert", "dask", "distributed", "torch", "pandas"}
 """Packages a command that analyses a run without ``--scheduler`` and draws no chart never needs."""
+NOT_IN_A_REPORT = (
+    "tracekit.whatif",
+    "tracekit.stragglers",
+    "tracekit.planner",
+    "tracekit.analysis.ideal",
+    "yaml",
+    "rich.progress",
+)
+"""What ``report`` never computes (the replay, the stragglers, the planner, the ideal, the op-table's
+YAML) and, with its output piped, never draws (a progress bar)."""
 
 
 def _modules_after(*argv: str) -> tuple[set[str], int]:
@@ -39,6 +49,11 @@ def _modules_after(*argv: str) -> tuple[set[str], int]:
 
 def _packages(modules: set[str]) -> set[str]:
     return {name.split(".")[0] for name in modules}
+
+
+def _under(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    """The modules that are one of ``prefixes`` or inside one of them."""
+    return sorted(name for name in modules if any(name == p or name.startswith(p + ".") for p in prefixes))
 
 
 def test_help_imports_no_command_and_no_heavy_package() -> None:
@@ -62,6 +77,20 @@ def test_a_report_imports_no_chart_cluster_or_torch_package(tmp_path: Path) -> N
         unwanted = _packages(modules) & NEVER_IN_ANALYSIS
         assert not unwanted, (attempt, sorted(unwanted))
         assert "tracekit.cli.dashboard" not in modules and "tracekit.cli.plan" not in modules
+        assert not _under(modules, NOT_IN_A_REPORT), (attempt, _under(modules, NOT_IN_A_REPORT))
+
+
+def test_a_cached_report_of_gpu_figures_loads_no_numpy(shared: Path, tmp_path: Path) -> None:
+    """Eight unlabelled GPU ranks: the report reads the cached reductions and draws them, nothing more."""
+    run = tmp_path / "dlrm"
+    shutil.copytree(shared / "traces" / "param-dlrm-8rank", run)
+    run.chmod(0o755)
+
+    for attempt in ("cold", "cached"):
+        modules, status = _modules_after("report", str(run))
+        assert status == 0, attempt
+        assert not _under(modules, ("numpy", *NOT_IN_A_REPORT)), (attempt, _under(modules, ("numpy",)))
+        assert not _packages(modules) & NEVER_IN_ANALYSIS, attempt
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

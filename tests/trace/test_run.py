@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from collectors.manifest import Manifest, RankEntry, parse_manifest
+from collectors.manifest import RUN_ID_METADATA, Manifest, RankEntry, parse_manifest
 from tracekit.errors import TracekitError
 from tracekit.trace.run import CACHE_DIR_NAME, load_run
 
@@ -146,6 +147,33 @@ def test_cached_load_starts_no_worker_processes(tmp_path: Path, make_trace, monk
     second = load_run(root, workers=2)
 
     assert second.events.equals(first.events)
+
+
+def test_cached_load_reads_no_trace_again_for_its_run_id(tmp_path: Path, make_trace, monkeypatch) -> None:
+    # make_trace's traces carry no run id in their header, so the first load reads each to its end.
+    root = _two_ranks(tmp_path / "run", make_trace)
+    first = load_run(root, workers=1)
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("a cached load must not read a trace for its run id")
+
+    monkeypatch.setattr("tracekit.trace.provenance.trace_run_id", no_read)
+    second = load_run(root, workers=1)
+
+    assert second.events.equals(first.events)
+    assert len(list((root / CACHE_DIR_NAME).glob("*.run-id.json"))) == 2
+
+
+def test_a_rewritten_trace_is_read_again_for_its_run_id(tmp_path: Path, make_trace) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    load_run(root, workers=1)
+    for rank, run_id in enumerate(("a1" * 8, "b2" * 8)):
+        path = root / f"rank{rank}.json.gz"
+        document = json.loads(gzip.decompress(path.read_bytes()))
+        path.write_bytes(gzip.compress(json.dumps({RUN_ID_METADATA: run_id, **document}).encode()))
+
+    with pytest.raises(TracekitError, match="two runs mixed"):
+        load_run(root, workers=1)
 
 
 def test_rank_events_and_restricted_views_read_one_rank_or_some_categories(

@@ -24,10 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
-from tracekit.analysis.dependencies import cross_rank_dependencies
 
 OFFSET_SCHEMA: dict[str, pl.DataType] = {
     "host": pl.String(),
@@ -70,6 +68,10 @@ def estimate_offsets(
     actions: pl.DataFrame, hosts: dict[int, str] | None = None, source: str = "realized actions"
 ) -> ClockAlignment:
     """Per-host clock offsets of a realized-actions frame (see module docstring); ``source`` names it in errors."""
+    import numpy as np  # here, not at the top: a report of a cached run without labels never aligns clocks
+
+    from tracekit.analysis.dependencies import cross_rank_dependencies  # it loads numpy too
+
     ranks = sorted(actions["rank"].unique().to_list())
     host_of = _host_map(ranks, hosts)
     names = sorted(set(host_of.values()), key=lambda h: min(r for r in ranks if host_of[r] == h))

@@ -49,32 +49,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import polars as pl
 
+from tracekit.analysis.choices import IDEAL_DEFINITION as IDEAL_DEFINITION
+from tracekit.analysis.choices import OSDI25_DEFINITION as OSDI25_DEFINITION
+from tracekit.analysis.choices import IdealConfig as IdealConfig
+from tracekit.analysis.choices import IdealMethod as IdealMethod
 from tracekit.analysis.dependencies import PATH_ROLE, with_paths
 from tracekit.analysis.medians import RankValues
 from tracekit.analysis.references import own_medians, references
 from tracekit.analysis.work import empty_stage_work
 from tracekit.schedule.costs import Costs
 
-IDEAL_DEFINITION = (
-    "each op at the lower of its rank's median and the median of the other ranks doing the same work "
-    "(else the expected cost of its stage's work, else the other ranks' median for the op type), replayed "
-    "through the run's recorded dependency graph, each op starting its recorded gap after what it waits for"
-)
-"""The one sentence every output quotes for the ideal of a captured run (``method="robust"``)."""
 
 PAPER_REPLAY = "the paper's replay: durations only, every gap left out"
 """Quoted after the definition when the what-if replays durations alone (``WhatIfConfig.replay``)."""
-
-OSDI25_DEFINITION = (
-    "osdi25: each op type's mean (compute) or median (communication) over the whole run, replayed "
-    "through the recorded dependency graph"
-)
-"""The sentence quoted for ``method="osdi25"`` (the OSDI'25 artifact's ideal; op-tables' default)."""
 
 IDEAL_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -87,31 +78,10 @@ IDEAL_SCHEMA: dict[str, pl.DataType] = {
     "basis": pl.String(),
 }
 
-IdealMethod = Literal["robust", "osdi25"]
-
 PAIR_OPTYPE = "F&B"
 """Op type of an overlapped forward/backward pair (``tracekit.whatif.pipeline.PAIR_KIND``)."""
 
 _KEY = ["rank", "stage", "optype", "work"]
-
-
-@dataclass(frozen=True)
-class IdealConfig:
-    """How the ideal durations are taken."""
-
-    method: IdealMethod | None = None
-    """``robust``: the lower of the rank's own median and its reference (``IDEAL_DEFINITION``);
-    ``osdi25``: the OSDI'25 artifact's means; None: ``osdi25`` for op-tables, ``robust`` for runs."""
-
-    def __post_init__(self) -> None:
-        if self.method not in (None, "robust", "osdi25"):
-            raise ValueError(f"ideal method must be robust or osdi25, got {self.method!r}")
-
-    def method_for(self, source: str) -> IdealMethod:
-        """The method used for a run read from ``source`` (``op-table``, ``kineto``, ...)."""
-        if self.method is not None:
-            return self.method
-        return "osdi25" if source == "op-table" else "robust"
 
 
 ACTION_OPS_SCHEMA: dict[str, pl.DataType] = {

@@ -37,13 +37,16 @@ Not for: the per-rank summary and its words (``tracekit.analysis.memory_findings
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
 from collectors.manifest import RankMemory
 from tracekit.schedule.metrics import rank_bytes
 from tracekit.trace.memory_events import CPU, CUDA, MemoryTrace
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STAGE_BYTES_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -205,12 +208,14 @@ class _Forwards:
     """Per block: the forward that allocated it and held it at its end, else -1."""
 
 
-_NEVER = np.iinfo(np.int64).max
+_NEVER = 2**63 - 1
 
 
 def _forwards(
     actions: pl.DataFrame, block_ts: np.ndarray, block_bytes: np.ndarray, block_free: np.ndarray
 ) -> _Forwards:
+    import numpy as np  # here, not at the top: a run without memory events never needs it
+
     keys = ["step", "stage", "microbatch"]
     backward = (
         actions.filter(pl.col("kind").is_in(_BACKWARD))
@@ -266,6 +271,8 @@ def _stage_state(memory: RankMemory | None) -> dict[int, tuple[int, int, int, in
 
 
 def _stage_frame(rank: int, fw: _Forwards, state: dict[int, tuple[int, int, int, int]]) -> pl.DataFrame:
+    import numpy as np  # here, not at the top: a run without memory events never needs it
+
     rows: dict[str, list] = {name: [] for name in STAGE_BYTES_SCHEMA}
     for stage in sorted(set(fw.stage.tolist()) | set(state)):
         mask = fw.stage == stage
@@ -305,6 +312,8 @@ def _in_flight_changes(actions: pl.DataFrame, step: int) -> tuple[np.ndarray, np
 def workspace_bytes(actions: pl.DataFrame, event_ts: np.ndarray, allocated: np.ndarray, resident: int) -> int:
     """The most, over the backward kinds (B, I, W), of the median rise of allocated bytes within one
     action above its start: the transient workspace a backward needs on top of what is held."""
+    import numpy as np  # here, not at the top: a run without memory events never needs it
+
     medians = []
     for kind in ("B", "I", "W"):
         rows = actions.filter(pl.col("kind") == kind)
@@ -324,6 +333,8 @@ def workspace_bytes(actions: pl.DataFrame, event_ts: np.ndarray, allocated: np.n
 
 def analyse_rank(inputs: RankInputs) -> RankFrames:
     """The rank's stage, step and timeline frames (schemas above)."""
+    import numpy as np  # here, not at the top: a run without memory events never needs it
+
     events, _cuda = _device_events(inputs)
     state = _stage_state(inputs.memory)
     param_total = sum(v[1] for v in state.values())

@@ -27,7 +27,6 @@ from tracekit.analysis.memory import (
     analyse_rank,
 )
 from tracekit.analysis.memory_findings import RANK_MEMORY_SCHEMA, rank_summary
-from tracekit.analysis.memory_schedule import simulated_peaks
 from tracekit.trace.memory_events import read_memory_events
 from tracekit.trace.provenance import read_sidecars
 from tracekit.trace.run import Run
@@ -80,6 +79,8 @@ def run_memory(
     run: Run, actions: pl.DataFrame, pipeline_rank: Callable[[int], int]
 ) -> Memory:
     """The memory of ``run`` whose labelled actions (CPU spans, REALIZED_SCHEMA) are ``actions``."""
+    from tracekit.analysis.memory_schedule import simulated_peaks  # here: it loads the simulator and numpy
+
     cuts = dict(zip(run.ranks, run.cut_ns or (None,) * len(run.ranks)))
     traces = {info.rank: read_memory_events(info.path, info.rank, cuts.get(info.rank)) for info in run.traces}
     unrecorded = sorted(rank for rank, trace in traces.items() if not trace.recorded)

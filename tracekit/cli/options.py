@@ -21,16 +21,20 @@ from typing import Any
 
 import click
 
-from tracekit.analysis.ideal import IDEAL_DEFINITION, OSDI25_DEFINITION, IdealConfig
+from tracekit.analysis.choices import (
+    IDEAL_DEFINITION,
+    OSDI25_DEFINITION,
+    IdealConfig,
+    LinkConfig,
+    StragglerConfig,
+    WhatIfConfig,
+)
 from tracekit.analysis.pipelines import LAYOUT_HELP, PipelineLayout
 from tracekit.cli.output import Format
 from tracekit.errors import TracekitError
 from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, load_patterns
 from tracekit.perrank.engine import DaskEngine
 from tracekit.run_analysis import AnalysisConfig
-from tracekit.stragglers.links import LinkConfig
-from tracekit.stragglers.scoring import StragglerConfig
-from tracekit.whatif.attribution import WhatIfConfig
 
 format_option = click.option(
     "--format",

@@ -5,12 +5,30 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tracekit.perrank.engine import Engine
 from tracekit.run_analysis import AnalysisConfig, RunAnalysis, analyse
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+
+def _bar(label: str, console: Console) -> Progress:
+    """A transient bar on ``console``: label, bar, done of total, time elapsed."""
+    from rich.progress import (  # here: a bar is drawn on a terminal only
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    return Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True
+    )
 
 
 def analyse_with_progress(
@@ -18,15 +36,9 @@ def analyse_with_progress(
 ) -> RunAnalysis:
     """``tracekit.analyse`` with a transient bar (drawn only on a terminal) counting ranks read and reduced."""
     console = Console(stderr=True)
-    progress = Progress(
-        TextColumn("reading traces"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
+    if not console.is_terminal:
+        return analyse(source, config, meta=meta, engine=engine)
+    progress = _bar("reading traces", console)
     with progress:
         task = progress.add_task("ingest", total=None)
         return analyse(
@@ -43,15 +55,10 @@ def analyse_with_progress(
 def working(label: str, total: int) -> Iterator[Callable[[], None]]:
     """A transient bar of ``total`` parts (drawn only on a terminal); yields the call that advances it."""
     console = Console(stderr=True)
-    progress = Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
+    if not console.is_terminal:
+        yield lambda: None
+        return
+    progress = _bar(label, console)
     with progress:
         task = progress.add_task(label, total=total)
         yield lambda: progress.advance(task)

@@ -20,11 +20,14 @@ Definitions (also printed under the command's tables and in docs/schedules.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from tracekit.schedule.action import Kind, OverlappedPair
-from tracekit.schedule.engine import Timeline
+
+if TYPE_CHECKING:
+    from tracekit.schedule.engine import Timeline  # only annotated: the engine loads numpy
 
 RANK_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),

@@ -40,11 +40,10 @@ Not for: compute stragglers (``scoring``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import polars as pl
 
+from tracekit.analysis.choices import LinkConfig as LinkConfig
 from tracekit.analysis.dependencies import cross_rank_dependencies
 from tracekit.analysis.medians import middle_without
 from tracekit.whatif.counterfactuals import Change, Counterfactuals
@@ -63,30 +62,6 @@ LINK_SCHEMA: dict[str, pl.DataType] = {
     "step_ms_without": pl.Float64(),
     "flagged": pl.Boolean(),
 }
-
-
-@dataclass(frozen=True)
-class LinkConfig:
-    """Thresholds of communication-straggler detection."""
-
-    min_excess_ms: float = 3.0
-    """Flag a link whose median exposed latency is at least this much above the other links' (ms)."""
-    min_ratio: float = 2.0
-    """Flag a link only when its latency is also at least this many times the other links'."""
-    min_saving_share: float = 0.05
-    """Flag a link only when the reference latency would save at least this share of the step."""
-    persistent_share: float = 0.5
-    """Flag a link only when it is slow in more than this share of the steps."""
-
-    def __post_init__(self) -> None:
-        if self.min_excess_ms <= 0:
-            raise ValueError("min_excess_ms must be > 0")
-        if self.min_ratio < 1:
-            raise ValueError("min_ratio must be >= 1")
-        if not 0 <= self.min_saving_share < 1:
-            raise ValueError("min_saving_share must be in [0, 1)")
-        if not 0 < self.persistent_share <= 1:
-            raise ValueError("persistent_share must be in (0, 1]")
 
 
 def exposed_latencies(actions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -70,6 +70,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from tracekit.analysis.choices import StragglerConfig as StragglerConfig
 from tracekit.analysis.ideal import Ideal, ideal_durations
 from tracekit.analysis.references import own_medians, references
 from tracekit.analysis.work import empty_stage_work
@@ -120,26 +121,6 @@ _FAMILY_OF = {"B": "backward", "I": "backward", "W": "backward"}
 
 
 @dataclass(frozen=True)
-class StragglerConfig:
-    """Thresholds of straggler scoring."""
-
-    threshold: float = 0.75
-    """Flag a rank whose score (reference / own duration) is below this (nvidia-resiliency-ext: 0.75)."""
-    min_saving_share: float = 0.05
-    """Flag only when reference speed would save at least this share of the measured step time."""
-    persistent_share: float = 0.5
-    """Slow in more than this share of steps: persistent; slow in fewer (but some): one-off."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.threshold <= 1:
-            raise ValueError("threshold must be in (0, 1]")
-        if not 0 <= self.min_saving_share < 1:
-            raise ValueError("min_saving_share must be in [0, 1)")
-        if not 0 < self.persistent_share <= 1:
-            raise ValueError("persistent_share must be in (0, 1]")
-
-
-@dataclass(frozen=True)
 class Stragglers:
     """Straggler scoring of one run."""
 
@@ -155,7 +136,6 @@ class Stragglers:
     def flagged(self) -> pl.DataFrame:
         """The stragglers: flagged rows of ``ranks``, most costly first."""
         return self.ranks.filter(pl.col("flagged"))
-
 
 
 def _pattern(slow: pl.Expr, steps: pl.Expr, config: StragglerConfig) -> pl.Expr:

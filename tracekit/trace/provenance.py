@@ -16,6 +16,7 @@ events (``tracekit.trace.kineto``) nor for the manifest (``collectors.manifest``
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,13 +69,40 @@ def _describe(key: tuple[str | None, int | None, str | None]) -> str:
     return f"{named} (world size {world_size}, schedule {schedule or '?'})"
 
 
-def trace_run_ids(files: list[Path]) -> dict[Path, str | None]:
+def trace_run_ids(files: list[Path], memo: Path | None = None) -> dict[Path, str | None]:
     """Trace file -> the run id it carries itself (``collectors.aside.trace_run_id``).
 
     Only the collector's own file names are read to their end for an older trace's ``traceName``;
-    other tools' traces are read for their header alone.
+    other tools' traces are read for their header alone. ``memo``: a cache directory where each
+    file's id is kept under its name, size and mtime, so a second load reads no trace again (a trace
+    without the id in its header is otherwise read to its end, every time).
     """
-    return {path: trace_run_id(path, read_to_end=bool(_COLLECTOR_TRACE.match(path.name))) for path in files}
+    return {path: _run_id(path, memo) for path in files}
+
+
+def _run_id(path: Path, memo: Path | None) -> str | None:
+    read_to_end = bool(_COLLECTOR_TRACE.match(path.name))
+    if memo is None:
+        return trace_run_id(path, read_to_end=read_to_end)
+    try:
+        stat = path.stat()
+    except OSError:
+        return trace_run_id(path, read_to_end=read_to_end)
+    kept = memo / f"{path.name}.{stat.st_size}-{stat.st_mtime_ns}.run-id.json"
+    try:
+        found = orjson.loads(kept.read_bytes())["run_id"]
+        if found is None or isinstance(found, str):
+            return found
+    except (OSError, ValueError, KeyError, TypeError):  # absent or damaged: read the trace again
+        pass
+    run_id = trace_run_id(path, read_to_end=read_to_end)
+    partial = kept.with_name(f"{kept.name}.tmp-{os.getpid()}")
+    try:
+        partial.write_bytes(orjson.dumps({"run_id": run_id}))
+        os.replace(partial, kept)
+    except OSError:  # a cache that cannot be written costs the next load a read, nothing else
+        partial.unlink(missing_ok=True)
+    return run_id
 
 
 def check_one_capture(

@@ -318,7 +318,7 @@ def assemble_run(
     where only the workers that wrote them can read them.
     """
     infos = [info for _, info in results]
-    check_one_capture(metas, manifest, root, trace_run_ids(files))
+    check_one_capture(metas, manifest, root, trace_run_ids(files, cache_dir_of(root)))
     world_size = _check_one_run(infos, manifest, root)
     order = sorted(range(len(results)), key=lambda index: infos[index].rank)
     present = {info.rank for info in infos}

@@ -33,36 +33,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import polars as pl
 
+from tracekit.analysis.choices import REPLAYS as REPLAYS
+from tracekit.analysis.choices import Replay as Replay
+from tracekit.analysis.choices import WhatIfConfig as WhatIfConfig
 from tracekit.analysis.ideal import IdealConfig, ideal_durations
 from tracekit.whatif.case import ReplayCase
 from tracekit.whatif.counterfactuals import Change, Counterfactuals, rows_by
-
-
-Replay = Literal["recorded", "durations"]
-REPLAYS: tuple[Replay, ...] = ("recorded", "durations")
-"""How ops occupy the replay: with their recorded gaps (the measured step), or durations alone."""
-
-
-@dataclass(frozen=True)
-class WhatIfConfig:
-    """Choices of the what-if analysis."""
-
-    worker_fraction: float = 0.03
-    """M_W fixes this share of workers, rounded up, with the highest worker scores (artifact: 3%)."""
-    replay: Replay = "recorded"
-    """``recorded``: every op its duration plus its recorded gap (the measured step); ``durations``:
-    durations alone, the OSDI'25 artifact's replay."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.worker_fraction <= 1:
-            raise ValueError("worker_fraction must be in (0, 1]")
-        if self.replay not in REPLAYS:
-            raise ValueError(f"replay must be one of {', '.join(REPLAYS)}, got {self.replay!r}")
 
 
 @dataclass(frozen=True)
