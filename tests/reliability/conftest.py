@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,3 +33,12 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
     yield mount
     for target in mounted:
         subprocess.run(["umount", "-l", str(target)], capture_output=True, check=False)
+
+
+@pytest.fixture
+def earlier(tmp_path: Path) -> Path:
+    """A directory holding an earlier real capture (4 ranks, 1F1B), as ``record`` left it."""
+    root = tmp_path / "today"
+    samples = Path(__file__).resolve().parents[2] / "sample_traces"
+    shutil.copytree(samples / "1f1b", root, ignore=shutil.ignore_patterns(".tracekit-cache"))
+    return root

@@ -6,6 +6,7 @@ Ctrl-C to that whole group (``os.killpg``) or SIGTERM to record alone, as a user
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -99,3 +100,12 @@ def fill(directory: Path) -> None:
                 continue
     finally:
         os.close(descriptor)
+
+
+def digests(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (the analysis cache aside) by its SHA-256: to show nothing changed."""
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and ".tracekit-cache" not in path.parts
+    }

@@ -4,7 +4,6 @@ refused with one line naming each run's files, with or without sidecars and run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -12,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from record_runs import TRACEKIT, example_job, manifest, record_args, run
+from record_runs import TRACEKIT, digests, example_job, manifest, record_args, run
 
 from collectors.merge import write_manifest
 from tracekit.errors import TracekitError
@@ -23,29 +22,13 @@ pytestmark = pytest.mark.slow
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
 
-def _digests(root: Path) -> dict[str, str]:
-    return {
-        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and ".tracekit-cache" not in path.parts
-    }
-
-
-@pytest.fixture
-def earlier(tmp_path: Path) -> Path:
-    """A directory holding an earlier real capture (4 ranks, 1F1B), as ``record`` left it."""
-    root = tmp_path / "today"
-    shutil.copytree(SAMPLES / "1f1b", root, ignore=shutil.ignore_patterns(".tracekit-cache"))
-    return root
-
-
 def test_a_capture_that_never_reaches_its_window_leaves_the_earlier_one(earlier: Path) -> None:
-    before = _digests(earlier)
+    before = digests(earlier)
 
     done = run(record_args(earlier, example_job("1f1b", ranks=2, microbatches=2), steps="100:102"))
 
     assert "is left as it was" in done.stderr, done.stderr[-3000:]
-    assert _digests(earlier) == before
+    assert digests(earlier) == before
     assert load_run(earlier, workers=1).world_size == 4
 
 
@@ -67,13 +50,13 @@ def _python_api(out_dir: Path, steps: int, merge: bool = True) -> subprocess.Com
 
 
 def test_the_python_api_moves_an_earlier_capture_aside_intact(earlier: Path) -> None:
-    before = _digests(earlier)
+    before = digests(earlier)
 
     done = _python_api(earlier, steps=4)
 
     assert done.returncode == 0, done.stderr[-3000:]
     aside = [path for path in earlier.iterdir() if path.name.startswith("earlier-")]
-    assert len(aside) == 1 and _digests(aside[0]) == before
+    assert len(aside) == 1 and digests(aside[0]) == before
     written = manifest(earlier)
     assert (written["complete"], written["world_size"]) == (True, 1)
     assert sorted(path.name for path in earlier.iterdir() if path.is_file()) == [
@@ -83,12 +66,12 @@ def test_the_python_api_moves_an_earlier_capture_aside_intact(earlier: Path) -> 
 
 
 def test_the_python_api_leaves_the_earlier_capture_when_it_writes_no_trace(earlier: Path) -> None:
-    before = _digests(earlier)
+    before = digests(earlier)
 
     done = _python_api(earlier, steps=1, merge=False)  # the window starts at step 1: never reached
 
     assert done.returncode == 0, done.stderr[-3000:]
-    assert {name: digest for name, digest in _digests(earlier).items() if not name.startswith(".")} == before
+    assert {name: digest for name, digest in digests(earlier).items() if not name.startswith(".")} == before
     assert load_run(earlier, workers=1).world_size == 4
 
 
@@ -150,7 +133,7 @@ def test_two_ranks_of_the_python_api_share_a_run_and_move_the_earlier_capture_as
 ) -> None:
     import socket
 
-    before = _digests(earlier)
+    before = digests(earlier)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -163,7 +146,7 @@ def test_two_ranks_of_the_python_api_share_a_run_and_move_the_earlier_capture_as
 
     assert done.returncode == 0, done.stderr[-3000:]
     aside = [path for path in earlier.iterdir() if path.name.startswith("earlier-")]
-    assert len(aside) == 1 and _digests(aside[0]) == before
+    assert len(aside) == 1 and digests(aside[0]) == before
     written = manifest(earlier)
     assert (written["complete"], written["world_size"], written["mixed_runs"]) == (True, 2, False)
     sidecars = [json.loads((earlier / f"rank{r}.meta.json").read_text()) for r in range(2)]

@@ -3,7 +3,6 @@ named as such: no space left, an unwritable folder, a killed rank, a library ver
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -13,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from record_runs import TRACEKIT, example_job, fill, manifest, record_args, run, stray_files
+from record_runs import TRACEKIT, digests, example_job, fill, manifest, record_args, run, stray_files
 
 from collectors.launch import NOTHING_CAPTURED_EXIT, remove_strays
 from collectors.merge import build_manifest
@@ -24,44 +23,28 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 NEWER_DUALPIPE = Path(__file__).resolve().parent / "newer_dualpipe"
 
 
-def _digests(root: Path) -> dict[str, str]:
-    return {
-        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and ".tracekit-cache" not in path.parts
-    }
-
-
-@pytest.fixture
-def earlier(tmp_path: Path) -> Path:
-    """A directory holding an earlier real capture (4 ranks, 1F1B)."""
-    root = tmp_path / "today"
-    shutil.copytree(SAMPLES / "1f1b", root, ignore=shutil.ignore_patterns(".tracekit-cache"))
-    return root
-
-
 def test_a_command_that_cannot_start_leaves_the_earlier_capture(earlier: Path) -> None:
-    before = _digests(earlier)
+    before = digests(earlier)
 
     done = run([*TRACEKIT, "record", "--out", str(earlier), "--", "/nonexistent-cmd"])
 
     assert done.returncode == 2 and "cannot run '/nonexistent-cmd'" in done.stderr
     assert "removed" not in done.stderr
-    assert _digests(earlier) == before and sorted(p.name for p in earlier.iterdir()) == sorted(before)
+    assert digests(earlier) == before and sorted(p.name for p in earlier.iterdir()) == sorted(before)
 
 
 def test_a_job_that_ends_before_the_window_leaves_the_earlier_capture(earlier: Path) -> None:
-    before = _digests(earlier)
+    before = digests(earlier)
 
     done = run(record_args(earlier, [sys.executable, "-c", "import sys; sys.exit(3)"]))
 
     assert done.returncode == 3
     assert "the earlier capture in" in done.stderr and "is left as it was" in done.stderr
-    assert _digests(earlier) == before
+    assert digests(earlier) == before
 
 
 def test_a_new_capture_moves_the_earlier_one_aside_intact(earlier: Path) -> None:
-    before = _digests(earlier)
+    before = digests(earlier)
 
     done = run(record_args(earlier, example_job("1f1b", ranks=2)))
 
@@ -69,7 +52,7 @@ def test_a_new_capture_moves_the_earlier_one_aside_intact(earlier: Path) -> None
     written = manifest(earlier)
     aside = earlier / written["earlier_capture"]
     assert re.fullmatch(r"earlier-\d{8}T\d{6}Z", aside.name)
-    assert _digests(aside) == before
+    assert digests(aside) == before
     assert written["complete"] and written["world_size"] == 2
     assert sorted(p.name for p in earlier.iterdir() if p.is_file()) == [
         "rank0.json.gz", "rank0.meta.json", "rank1.json.gz", "rank1.meta.json", "run.json",

@@ -230,10 +230,10 @@ def _number_or_none(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def read_objects(text: bytes, path: Any) -> tuple[dict[str, Any], pl.DataFrame]:
-    """(header, raw events) by orjson; TracekitError naming ``path`` when the text is not a trace."""
+def load_document(text: bytes, path: Any) -> dict[str, Any]:
+    """The trace document by orjson, its ``traceEvents`` a list; TracekitError naming ``path`` if not."""
     collecting = gc.isenabled()
-    gc.disable()
+    gc.disable()  # millions of new dicts would trigger the collector over and over
     try:
         document = orjson.loads(text)
     except orjson.JSONDecodeError as error:
@@ -243,6 +243,12 @@ def read_objects(text: bytes, path: Any) -> tuple[dict[str, Any], pl.DataFrame]:
             gc.enable()
     if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
         raise TracekitError("no traceEvents list: not a Kineto/chrome trace", path)
+    return document
+
+
+def read_objects(text: bytes, path: Any) -> tuple[dict[str, Any], pl.DataFrame]:
+    """(header, raw events) by orjson; TracekitError naming ``path`` when the text is not a trace."""
+    document = load_document(text, path)
     columns: dict[str, list[Any]] = {name: [] for name in RAW_SCHEMA}
     for event in document["traceEvents"]:
         if not isinstance(event, dict):

@@ -30,17 +30,16 @@ when a memory figure is asked for. Times use the event table's clock: integer ns
 
 from __future__ import annotations
 
-import gc
 import gzip
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
 
 from tracekit.errors import TracekitError
+from tracekit.trace.columnar import load_document
 from tracekit.trace.kineto import read_bytes
 
 MEMORY_EVENT_SCHEMA: dict[str, pl.DataType] = {
@@ -116,19 +115,7 @@ def read_memory_events(path: Path, rank: int, cut_ns: int | None = None) -> Memo
     """
     if _says_unrecorded(path):
         return MemoryTrace(rank, False, pl.DataFrame(schema=MEMORY_EVENT_SCHEMA))
-    text = read_bytes(path)
-    enabled = gc.isenabled()
-    gc.disable()  # a trace is hundreds of thousands of small dicts: collecting during the parse is waste
-    try:
-        document = orjson.loads(text)
-    except orjson.JSONDecodeError as error:
-        raise TracekitError(f"not valid JSON ({error})", path) from None
-    finally:
-        if enabled:
-            gc.enable()
-    del text
-    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
-        raise TracekitError("no traceEvents array", path)
+    document = load_document(read_bytes(path), path)
     base_ns = _int(document.get("baseTimeNanoseconds")) or 0
     recorded = bool(document.get("profile_memory"))
     rows: dict[str, list[int]] = {name: [] for name in MEMORY_EVENT_SCHEMA}
