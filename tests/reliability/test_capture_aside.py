@@ -60,8 +60,8 @@ def test_the_python_api_moves_an_earlier_capture_aside_intact(earlier: Path) -> 
     written = manifest(earlier)
     assert (written["complete"], written["world_size"]) == (True, 1)
     assert sorted(path.name for path in earlier.iterdir() if path.is_file()) == [
-        "rank0.json.gz", "rank0.meta.json", "run.json",
-    ]  # fmt: skip
+        "rank0.json.gz", "rank0.meta.json", "rank0.probes.jsonl.gz", "run.json",
+    ]  # fmt: skip  (the per-action probes move in with their trace)
     assert load_run(earlier, workers=1).world_size == 1
 
 
