@@ -21,6 +21,9 @@ pytestmark = pytest.mark.slow
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 NEWER_DUALPIPE = Path(__file__).resolve().parent / "newer_dualpipe"
+JOBS_FAILURE = (
+    "the command failed (exit status {status}) and tracekit's collector reported no fault in any rank"
+)
 
 
 def test_a_command_that_cannot_start_leaves_the_earlier_capture(earlier: Path) -> None:
@@ -40,6 +43,7 @@ def test_a_job_that_ends_before_the_window_leaves_the_earlier_capture(earlier: P
 
     assert done.returncode == 3
     assert "the earlier capture in" in done.stderr and "is left as it was" in done.stderr
+    assert JOBS_FAILURE.format(status=3) in done.stderr, done.stderr[-3000:]
     assert digests(earlier) == before
 
 
@@ -66,6 +70,9 @@ def test_a_rank_killed_in_the_window_loses_only_itself(tmp_path: Path) -> None:
     done = run(record_args(tmp_path, job))
 
     assert done.returncode == 1, done.stderr[-3000:]
+    # One line says the failure is the job's, after the job's own message naming the dead rank.
+    assert done.stderr.count(JOBS_FAILURE.format(status=1)) == 1, done.stderr[-3000:]
+    assert done.stderr.index("pipeline_job: rank 2 exited") < done.stderr.index(JOBS_FAILURE.format(status=1))
     written = manifest(tmp_path)
     assert written["exit_code"] == 1 and written["world_size"] == 4 and not written["complete"]
     dead = written["ranks"][2]

@@ -18,6 +18,7 @@ import polars as pl
 
 from collectors.launch import NOTHING_CAPTURED_EXIT, STOP_GRACE_S, record
 from collectors.manifest import Manifest
+from collectors.verdict import failure_line
 from collectors.window import DEFAULT_STEPS, parse_steps
 from tracekit.cli.live import live_options, live_result, options_from
 from tracekit.cli.options import format_option
@@ -150,5 +151,8 @@ def command(
         warnings = (
             manifest.problems + manifest.collector_problems + _interruption_lines(manifest) + manifest.notes
         )
+        verdict = failure_line(manifest)
+        if verdict is not None:
+            warnings = (*warnings, verdict)
         _emit_if_anyone_reads(Result(payload=manifest.to_json(), tables=(table,), warnings=warnings), fmt)
     ctx.exit(NOTHING_CAPTURED_EXIT if outcome.nothing_captured else outcome.exit_code)
