@@ -59,7 +59,8 @@ def test_a_new_capture_moves_the_earlier_one_aside_intact(earlier: Path) -> None
     assert digests(aside) == before
     assert written["complete"] and written["world_size"] == 2
     assert sorted(p.name for p in earlier.iterdir() if p.is_file()) == [
-        "rank0.json.gz", "rank0.meta.json", "rank1.json.gz", "rank1.meta.json", "run.json",
+        "rank0.json.gz", "rank0.meta.json", "rank0.probes.jsonl.gz",
+        "rank1.json.gz", "rank1.meta.json", "rank1.probes.jsonl.gz", "run.json",
     ]  # fmt: skip
     assert f"moved the earlier capture in {earlier} to {aside}" in done.stderr
 

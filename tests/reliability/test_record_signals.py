@@ -110,7 +110,9 @@ def test_every_rank_keeps_a_partial_trace_and_the_files_agree(
         assert entry["interrupted_by"] == name, entry
         assert (stopped.out_dir / entry["trace"]).is_file()
     names = sorted(path.name for path in stopped.out_dir.iterdir())
-    expected = [f"rank{r}.meta.json" for r in range(RANKS)] + [f"rank{r}.partial.json.gz" for r in range(RANKS)]
+    expected = [
+        name for r in range(RANKS) for name in (f"rank{r}.meta.json", f"rank{r}.partial.json.gz", f"rank{r}.probes.jsonl.gz")
+    ]
     assert names == sorted(expected + ["run.json"])
     assert stray_files(stopped.out_dir) == []
 

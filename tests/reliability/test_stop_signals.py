@@ -58,7 +58,9 @@ def test_each_stop_signal_ends_a_rank_with_its_trace_written(tmp_path: Path, num
     sidecar = json.loads((out_dir / "rank0.meta.json").read_text())
     assert (sidecar["status"], sidecar["interrupted_by"]) == ("partial", number.name)
     assert trace_run_id(out_dir / "rank0.partial.json.gz") == sidecar["run_id"] is not None
-    assert sorted(path.name for path in out_dir.iterdir()) == ["rank0.meta.json", "rank0.partial.json.gz"]
+    assert sorted(path.name for path in out_dir.iterdir()) == [
+        "rank0.meta.json", "rank0.partial.json.gz", "rank0.probes.jsonl.gz",
+    ]  # fmt: skip
 
 
 @dataclass(frozen=True)
