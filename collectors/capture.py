@@ -63,7 +63,7 @@ from collectors.manifest import (
     trace_name,
 )
 from collectors.memory import rank_memory
-from collectors.stopping import SignalGuard
+from collectors.stopping import DeferredSpan, SignalGuard
 from collectors.typed_json import to_json
 from collectors.window import DEFAULT_STEPS, parse_steps
 
@@ -119,7 +119,7 @@ class Recorder:
     """True while the window is open: hooks emit labels only then."""
     _depth: int = 0
     _profiler: torch.profiler.profile | None = None
-    _step_span: record_function | None = None
+    _step_span: DeferredSpan | None = None
     _failed: bool = False
     _finished: bool = False
     _captured: int = 0
@@ -196,8 +196,14 @@ class Recorder:
             return
         if describe is not None:
             self._remember_schedule(describe)
-        self._step_span = record_function(labels.step_label(self.next_step - self.config.first_step))
-        self._step_span.__enter__()
+        span = DeferredSpan(record_function(labels.step_label(self.next_step - self.config.first_step)), self._signals)
+        span.__enter__()
+        self._step_span = span
+
+    @property
+    def signals(self) -> SignalGuard:
+        """This rank's stop-signal guard: spans in the window enter and leave with signals deferred."""
+        return self._signals
 
     def end_step(self, error: BaseException | None = None) -> None:
         """Called as a step ends; ``error`` is what it raised, if it did not finish.
@@ -209,8 +215,8 @@ class Recorder:
             return
         in_window = self._step_span is not None
         if in_window:
-            self._step_span.__exit__(None, None, None)
-            self._step_span = None
+            span, self._step_span = self._step_span, None
+            span.__exit__(None, None, None)
         if in_window and error is not None:
             self._unfinished_step = self.next_step - self.config.first_step
             self.next_step += 1
@@ -290,8 +296,8 @@ class Recorder:
         if self._step_span is not None:
             # The job is ending inside a step (sys.exit from the loop): close its span so it
             # exports, and say the trace is cut there.
-            self._step_span.__exit__(None, None, None)
-            self._step_span = None
+            span, self._step_span = self._step_span, None
+            span.__exit__(None, None, None)
             self._unfinished_step = self.next_step - self.config.first_step
         if self._profiler is not None:
             whole = self._unfinished_step is None and self._signals.received is None

@@ -18,6 +18,7 @@ from torch.autograd.profiler import record_function
 from collectors import capture, labels
 from collectors.capture import current
 from collectors.hooks import Guard
+from collectors.stopping import DeferredSpan
 
 _IDLE = contextlib.nullcontext()
 
@@ -28,12 +29,15 @@ def _both(outer: Any, inner: Any) -> Iterator[None]:
         yield
 
 
-def _watched(label: str | None, timed: Any, probe: Any = None) -> contextlib.AbstractContextManager[object]:
+def _watched(
+    recorder: Any, label: str | None, timed: Any, probe: Any = None
+) -> contextlib.AbstractContextManager[object]:
     """The label span (capture window), the live timer span and the probe, whichever are on.
 
-    The probe (``collectors.probes``) sits inside the label, so it reads the action's own time.
+    The probe (``collectors.probes``) sits inside the label, so it reads the action's own time. The
+    label is entered and left with stop signals deferred (``collectors.stopping.DeferredSpan``).
     """
-    span = None if label is None else record_function(label)
+    span = None if label is None else DeferredSpan(record_function(label), recorder.signals)
     if span is not None and probe is not None:
         span = _both(span, probe)
     elif span is None:
@@ -57,6 +61,7 @@ def action_span(stage: int, kind: str, microbatch: int) -> contextlib.AbstractCo
     if recorder is None:
         return _IDLE
     return _watched(
+        recorder,
         labels.action_label(stage, kind, microbatch) if recorder.labelling else None,
         None if recorder.live is None else recorder.live.action(stage, kind, microbatch),
         _probe(recorder, stage, kind, microbatch),
@@ -71,6 +76,7 @@ def pair_span(
     if recorder is None:
         return _IDLE
     return _watched(
+        recorder,
         labels.pair_label(forward, backward) if recorder.labelling and label else None,
         None if recorder.live is None else recorder.live.pair(forward, backward),
         _probe(recorder, forward[0], "F&B", forward[1]),
@@ -83,6 +89,7 @@ def comm_span(op: str) -> contextlib.AbstractContextManager[object]:
     if recorder is None:
         return _IDLE
     return _watched(
+        recorder,
         labels.comm_label(op) if recorder.labelling else None,
         None if recorder.live is None else recorder.live.comm(),
     )

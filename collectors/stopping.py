@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -35,6 +36,10 @@ STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
     if hasattr(signal, name)
 )
 """Every signal that ends a capture the same way (SIGINT first: it is the one Python raises itself)."""
+
+
+SAME_SIGNAL_S = 1.0
+"""Signals this close to the first one are taken as one stop (as ``collectors.job.REPEAT_WINDOW_S``)."""
 
 
 def _default(number: int) -> Callable[..., Any] | int:
@@ -50,16 +55,20 @@ class SignalGuard:
         self._pending: int | None = None
         self._raised = False
         self._parent: int | None = None
-        self._names: list[tuple[str, bool]] = []
-        """Each signal received while installed, and whether it was the parent-death SIGINT."""
+        self._names: list[tuple[str, bool, float]] = []
+        """Each signal received while installed, whether it was the parent-death SIGINT, and when."""
 
     @property
     def received(self) -> str | None:
         """Name of the signal that stopped this rank, e.g. ``SIGTERM``; None when none came."""
-        for name, parent_died in self._names:
-            if not parent_died:
-                return name
-        return self._names[0][0] if self._names else None
+        named = [(name, at) for name, parent_died, at in self._names if not parent_died]
+        if not named:
+            return self._names[0][0] if self._names else None
+        # Signals pending together run their handlers in signal-number order, SIGINT first: a SIGINT
+        # that a dying launcher forwarded beside the real signal must not take its name.
+        first_at = named[0][1]
+        together = [name for name, at in named if at - first_at <= SAME_SIGNAL_S]
+        return next((name for name in together if name != "SIGINT"), together[0])
 
     def install(self) -> None:
         """Take over the stop signals whose handlers are still Python's defaults (main thread only)."""
@@ -97,7 +106,7 @@ class SignalGuard:
 
     def _on_signal(self, number: int, _frame: FrameType | None) -> None:
         parent_died = number == signal.SIGINT and self._parent is not None and os.getppid() != self._parent
-        self._names.append((signal.Signals(number).name, parent_died))
+        self._names.append((signal.Signals(number).name, parent_died, time.monotonic()))
         if self._raised or self._pending is not None:
             return  # the first signal is already ending the window: this one is only noted
         if self._writing:
@@ -110,3 +119,39 @@ class SignalGuard:
         if number == signal.SIGINT:
             raise KeyboardInterrupt
         raise SystemExit(128 + number)
+
+
+class DeferredSpan:
+    """A profiler span entered and left with stop signals deferred (``SignalGuard.writing``).
+
+    A signal raised inside torch's ``record_function`` bookkeeping leaves a half-entered span that
+    breaks the trace's export (and can crash the process as it ends); here a signal that comes
+    meanwhile is raised only once the span is whole: after entering (the span is then left again)
+    or after leaving.
+    """
+
+    __slots__ = ("_guard", "_span")
+
+    def __init__(self, span: Any, guard: SignalGuard) -> None:
+        self._span, self._guard = span, guard
+
+    def __enter__(self) -> DeferredSpan:
+        self._guard.begin_writing()
+        self._span.__enter__()
+        try:
+            self._guard.end_writing()  # a signal that came meanwhile is raised here, the span whole
+        except BaseException:
+            self._leave()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> bool:
+        self._leave()
+        return False
+
+    def _leave(self) -> None:
+        self._guard.begin_writing()
+        try:
+            self._span.__exit__(None, None, None)
+        finally:
+            self._guard.end_writing()
