@@ -21,17 +21,7 @@ PLAIN_LOOP = [
 ]
 
 
-_DDP_ABORT = pytest.mark.xfail(
-    reason="open regression: under tracekit record this 2-rank gloo DDP job's rank sometimes aborts at "
-    "exit ('terminate called without an active exception'; about 1 run in 4 to 8 here, none in 12 "
-    "with the collector of 97f5fdd); the cause is not yet found",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize(
-    "job", [pytest.param(DDP_JOB, marks=_DDP_ABORT), PLAIN_LOOP], ids=["ddp", "plain-loop"]
-)
+@pytest.mark.parametrize("job", [DDP_JOB, PLAIN_LOOP], ids=["ddp", "plain-loop"])
 def test_a_job_without_a_known_schedule_gets_the_true_message(tmp_path: Path, job: list[str]) -> None:
     run = record(tmp_path, job, timeout_s=300)
 
