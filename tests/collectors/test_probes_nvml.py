@@ -69,3 +69,21 @@ def test_without_nvidia_ml_py_the_note_says_so(tmp_path: Path, monkeypatch: pyte
 
     assert header["nvml"] == []
     assert "nvidia-ml-py is not installed: no clock, power or temperature samples" in header["notes"]
+
+
+def test_samples_written_before_the_power_limit_and_reasons_still_read(tmp_path: Path) -> None:
+    from collectors.probes import COLUMNS, PROBES_FORMAT
+
+    sample = {"step": 0, "unix_ns": 1, "sm_clock_mhz": 1980, "max_sm_clock_mhz": 1980, "power_w": 500.0,
+              "temperature_c": 60}  # fmt: skip
+    header = {"format": PROBES_FORMAT, "rank": 0, "columns": list(COLUMNS), "actions": 0, "runq_available": True,
+              "window_runq_ns": 0, "window_dispatches": 0, "nvml": [sample], "notes": []}  # fmt: skip
+    with gzip.open(tmp_path / "rank0.probes.jsonl.gz", "wt") as handle:
+        handle.write(json.dumps(header) + "\n")
+
+    probes = read_probes(tmp_path, (0,))
+
+    assert probes is not None
+    assert probes.nvml.select("sm_clock_mhz", "power_limit_w", "clock_reasons").rows() == [
+        (1980.0, None, None)
+    ]
