@@ -14,8 +14,10 @@ While a capture window is open, every compute action span (``collectors.spans.ac
 and keeps the differences, one row per action, in memory. The window's whole run-queue wait and
 dispatches of the thread that opened it go in the header: the host's wait per dispatch, which
 every action of the rank, inside or outside a label, sees alike. Where a GPU is present and
-``nvidia-ml-py`` is installed, the device's SM clock, power and temperature are sampled at every
-captured step's end. The window's rows are written once, beside the trace, as
+``nvidia-ml-py`` is installed, the device's SM clock (and its maximum), power (and its enforced
+limit), temperature and clock-event reasons are sampled through NVML at action ends, at most once
+per ``NVML_INTERVAL_NS``, and at every captured step's end (the header's ``nvml``); without a GPU,
+or where NVML does not start, a note in the header says why and nothing is sampled. The window's rows are written once, beside the trace, as
 ``rank{r}.probes.jsonl.gz`` (``PROBES_FORMAT``, documented in docs/capture.md: a header line, then
 one JSON array per action; not ``.json.gz``, so no trace reader takes it for a trace). Outside a window
 nothing here runs: the spans test one flag.
@@ -27,6 +29,7 @@ never raises into the job.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
 import json
@@ -70,52 +73,108 @@ class _GcClock:
             self._started = 0
 
 
+NVML_INTERVAL_NS = 100_000_000
+"""At most one NVML sample per this many ns at action ends (every step's end takes one too): a
+sample is six NVML queries, tens of µs, so this keeps it under 0.1% of the window."""
+
+MAX_NVML_SAMPLES = 20_000
+"""Samples kept per window at most (about 2 MB in the header); later ones are counted, not kept."""
+
+
+def _cuda_device() -> tuple[int, str | None]:
+    """This process's CUDA device: its index and NVML UUID (``GPU-...``, None where torch lacks it).
+
+    RuntimeError with the reason when torch sees no GPU.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("no GPU: no clock, power or temperature samples")
+    device = torch.cuda.current_device()
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    return device, None if uuid is None else f"GPU-{uuid}"
+
+
 class _Nvml:
-    """SM clock, power and temperature of this process's GPU, when one is present and NVML loads."""
+    """SM clock, power and temperature of this process's GPU, when one is present and NVML loads.
+
+    The device is found by its UUID (torch's device index counts only the visible GPUs, NVML's all
+    of them), else by index. Any fault leaves a note and stops sampling; none reaches the job.
+    """
 
     def __init__(self) -> None:
         self.handle: Any = None
         self.module: Any = None
         self.note: str | None = None
+        self.dropped = 0
         try:
-            import torch
-
-            if not torch.cuda.is_available():
-                self.note = "no GPU: no clock, power or temperature samples"
-                return
-            device = torch.cuda.current_device()
+            device, uuid = _cuda_device()
+        except RuntimeError as error:
+            self.note = str(error)
+            return
         except Exception as error:  # noqa: BLE001 - a probe never stops training
             self.note = f"no GPU: {error!r}"
             return
         try:
             import pynvml  # nvidia-ml-py
-
-            pynvml.nvmlInit()
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(device)
-            self.module = pynvml
         except ImportError:
             self.note = "nvidia-ml-py is not installed: no clock, power or temperature samples"
+            return
+        try:
+            pynvml.nvmlInit()
         except Exception as error:  # noqa: BLE001
-            self.note = f"NVML did not start: {error!r}"
+            self.note = f"NVML did not start: {error!r}: no clock, power or temperature samples"
+            return
+        try:
+            self.handle = pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else None
+        except Exception:  # noqa: BLE001 - fall back to the index below
+            self.handle = None
+        try:
+            if self.handle is None:
+                self.handle = pynvml.nvmlDeviceGetHandleByIndex(device)
+            self.module = pynvml
+        except Exception as error:  # noqa: BLE001
+            self.note = f"NVML found no device {device}: {error!r}"
+
+    def stop(self) -> None:
+        """Stop sampling and release NVML (idempotent)."""
+        module, self.module, self.handle = self.module, None, None
+        if module is not None:
+            with contextlib.suppress(Exception):  # a probe never stops training
+                module.nvmlShutdown()
+
+    def _optional(self, read: Any) -> Any:
+        """A field some drivers do not give (power limit, clock reasons): None when NVML refuses it."""
+        try:
+            return read()
+        except Exception:  # noqa: BLE001
+            return None
 
     def sample(self, step: int) -> dict[str, Any] | None:
-        """One sample (SM clock MHz, power W, temperature C), or None without NVML."""
+        """One sample (SM clock MHz, power W, temperature C, ...), or None without NVML."""
         if self.handle is None:
             return None
-        nvml = self.module
+        nvml, handle = self.module, self.handle
+        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
         try:
-            return {
+            sample = {
                 "step": step,
                 "unix_ns": time.time_ns(),
-                "sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(self.handle, nvml.NVML_CLOCK_SM),
-                "max_sm_clock_mhz": nvml.nvmlDeviceGetMaxClockInfo(self.handle, nvml.NVML_CLOCK_SM),
-                "power_w": nvml.nvmlDeviceGetPowerUsage(self.handle) / 1000,
-                "temperature_c": nvml.nvmlDeviceGetTemperature(self.handle, nvml.NVML_TEMPERATURE_GPU),
+                "sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+                "max_sm_clock_mhz": nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM),
+                "power_w": nvml.nvmlDeviceGetPowerUsage(handle) / 1000,
+                "temperature_c": nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
             }
         except Exception as error:  # noqa: BLE001
             self.note = f"NVML sampling stopped: {error!r}"
             self.handle = None
             return None
+        limit = self._optional(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle))
+        sample["power_limit_w"] = None if limit is None else limit / 1000
+        sample["clock_reasons"] = None if reasons is None else self._optional(lambda: int(reasons(handle)))
+        return sample
 
 
 class _RunQueue:
@@ -202,6 +261,8 @@ class ProbeBuffer:
         self.nvml = _Nvml()
         self.peers = _PeerThreads(self.runq.available)
         self.samples: list[dict[str, Any]] = []
+        self.next_sample_ns = time.monotonic_ns() if self.nvml.handle is not None else 0
+        """When an action's end may take the next NVML sample; 0 without NVML (nothing to sample)."""
         self.depth = 0
         self.window_start = self.runq.read()
         gc.callbacks.append(self.gc)
@@ -210,17 +271,31 @@ class ProbeBuffer:
         """The probe of one action (a context manager)."""
         return _ActionProbe(self, step, stage, kind, microbatch)
 
-    def step_ended(self, step: int) -> None:
-        """A captured step ended: take one NVML sample where a GPU is present."""
-        self.peers.refresh()
+    def take_sample(self, step: int) -> None:
+        """One NVML sample, kept up to ``MAX_NVML_SAMPLES``; the next one at action ends is due
+        ``NVML_INTERVAL_NS`` later (never, once NVML has stopped)."""
         sample = self.nvml.sample(step)
-        if sample is not None:
+        if sample is None:
+            self.next_sample_ns = 0
+        elif len(self.samples) < MAX_NVML_SAMPLES:
             self.samples.append(sample)
+        else:
+            self.nvml.dropped += 1
+        if self.next_sample_ns:
+            self.next_sample_ns = time.monotonic_ns() + NVML_INTERVAL_NS
+
+    def step_ended(self, step: int) -> None:
+        """A captured step ended: refresh the thread list and take one NVML sample where a GPU is present."""
+        self.peers.refresh()
+        if self.next_sample_ns:
+            self.take_sample(step)
 
     def close(self) -> None:
-        """Stop counting GC pauses (idempotent)."""
+        """Stop counting GC pauses and sampling NVML (idempotent)."""
         if self.gc in gc.callbacks:
             gc.callbacks.remove(self.gc)
+        self.nvml.stop()
+        self.next_sample_ns = 0
         self.peers.close()
 
     @property
@@ -234,6 +309,8 @@ class ProbeBuffer:
         notes = [] if self.runq.available else ["no run-queue wait: /proc/thread-self/schedstat is unreadable"]
         if self.nvml.note is not None:
             notes.append(self.nvml.note)
+        if self.nvml.dropped:
+            notes.append(f"{self.nvml.dropped} NVML samples past the first {MAX_NVML_SAMPLES} were not kept")
         return {
             "format": PROBES_FORMAT,
             "rank": rank,
@@ -290,3 +367,5 @@ class _ActionProbe:
             (*self.key, buffer.depth, wall - wall0, cpu - cpu0, runq - runq0, dispatches - dispatches0,
              buffer.gc.total_ns - gc0, max(0, peers - peers0))
         )
+        if buffer.next_sample_ns and wall >= buffer.next_sample_ns:
+            buffer.take_sample(self.key[0])

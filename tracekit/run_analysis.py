@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
     from tracekit.analysis.ideal import Ideal
     from tracekit.schedule.costs import Costs
+    from tracekit.stragglers.causes import CauseInputs
     from tracekit.stragglers.scoring import Stragglers
     from tracekit.trace.probes import Probes
     from tracekit.whatif.attribution import WhatIf
@@ -419,24 +420,42 @@ class RunAnalysis:
         return clock_factors(self.probes.actions, self.probes.window)
 
     @cached_property
-    def causes(self) -> pl.DataFrame:
-        """Every straggler's and slow link's causes (``tracekit.stragglers.causes.CAUSE_SCHEMA``)."""
-        from tracekit.stragglers.causes import CauseInputs, causes  # here: see the imports at the top
+    def cause_inputs(self) -> CauseInputs:
+        """What the straggler causes are read from (``tracekit.stragglers.causes.CauseInputs``)."""
+        from tracekit.stragglers.causes import CauseInputs  # here: see the imports at the top
+        from tracekit.stragglers.launch import launch_figures
         from tracekit.stragglers.own_clock import rank_contention
 
         probes = self.probes
         clock = self.own_clock
-        return causes(
-            CauseInputs(
-                stragglers=self.stragglers,
-                ops=self.case.ops,
-                gpu_clock=not self.is_optable and self.clock is Clock.GPU,
-                clock=clock,
-                contention=None if clock is None or probes is None else rank_contention(probes.window),
-                links=self.slow_links,
-                nvml=None if probes is None else probes.nvml,
-            )
+        gpu_clock = not self.is_optable and self.clock is Clock.GPU
+        projection = self.gpu.action_projection if gpu_clock and self.gpu is not None else None
+        return CauseInputs(
+            stragglers=self.stragglers,
+            ops=self.case.ops,
+            gpu_clock=gpu_clock,
+            clock=clock,
+            contention=None if clock is None or probes is None else rank_contention(probes.window),
+            links=self.slow_links,
+            nvml=None if probes is None else probes.nvml,
+            launch=None if projection is None else launch_figures(projection),
         )
+
+    @cached_property
+    def causes(self) -> pl.DataFrame:
+        """Every straggler's and slow link's causes (``tracekit.stragglers.causes.CAUSE_SCHEMA``)."""
+        from tracekit.stragglers.causes import causes  # here: see the imports at the top
+
+        return causes(self.cause_inputs)
+
+    @property
+    def absent_causes(self) -> tuple[str, ...]:
+        """Which GPU causes the run could not compute, and why (``tracekit.stragglers.causes.absent_causes``)."""
+        from tracekit.stragglers.causes import absent_causes  # here: see the imports at the top
+
+        if self.is_optable:
+            return ("launch-bound, throttle: not computed: an op-table holds op durations, no kernels or GPU samples",)
+        return absent_causes(self.cause_inputs)
 
     @cached_property
     def slow_links(self) -> pl.DataFrame | None:

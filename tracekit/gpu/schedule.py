@@ -82,12 +82,18 @@ PROJECTION_COLUMNS: dict[str, pl.DataType] = {
     "gpu_start_ns": pl.Int64(),
     "gpu_end_ns": pl.Int64(),
     "kernels": pl.UInt32(),
+    "gpu_busy_ns": pl.Int64(),
+    "launch_wait_ns": pl.Int64(),
+    "launching_ns": pl.Int64(),
 }
 """What ``project_actions`` adds to the actions it is given."""
 
 ACTION_PROJECTION_SCHEMA: dict[str, pl.DataType] = {**REALIZED_SCHEMA, **PROJECTION_COLUMNS}
 """Realized actions (CPU label spans) with the GPU extent of the work launched inside each: first
-start and last end, ns, and how many activities; GPU columns null and ``kernels`` 0 for an action
+start and last end, ns, how many activities, the union of their time (``gpu_busy_ns``), the GPU
+idle between them while the next one's launch had not returned (``launch_wait_ns``) and the part
+of the extent before the action's last launch returned (``launching_ns``;
+``tracekit.gpu.timeline.PROJECTION_SCHEMA``); GPU columns null and ``kernels`` 0 for an action
 that launched nothing."""
 
 RANK_PROJECTION_SCHEMA: dict[str, pl.DataType] = {**RANK_ACTIONS_SCHEMA, **PROJECTION_COLUMNS}

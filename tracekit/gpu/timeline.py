@@ -5,7 +5,8 @@ the ``cuda_runtime``/``cuda_driver`` call that launched it through the correlati
 what would make later figures wrong: activities without a launch, activities that overlap the
 previous one on their own stream, names that look like communication yet were classed compute.
 ``project_spans`` then maps CPU-side spans (schedule actions, sub-chunk labels) onto the GPU work
-launched inside them: a span's GPU extent is the first start to the last end of that work.
+launched inside them: a span's GPU extent is the first start to the last end of that work, with
+its busy time and the GPU idle inside it that waited on the span's CPU launches (``launch_wait``).
 
 Not for: busy/idle figures (``tracekit.gpu.breakdown``) or overlap (``tracekit.gpu.overlap``).
 """
@@ -39,10 +40,12 @@ GPU_SCHEMA: dict[str, pl.DataType] = {
     "kernel_class": pl.String(),
     "comm_class": pl.String(),
     "launch_ns": pl.Int64(),
+    "launch_end_ns": pl.Int64(),
 }
 """One row per GPU activity. ``device`` falls back to the GPU pid and ``stream`` to the tid when
-``args`` lack them; ``correlation`` and ``launch_ns`` (start of the launching CPU call, ns) are null
-when the trace does not link the activity to a launch; ``comm_class`` is null unless communication."""
+``args`` lack them; ``correlation``, ``launch_ns`` and ``launch_end_ns`` (start and end of the
+launching CPU call, ns) are null when the trace does not link the activity to a launch;
+``comm_class`` is null unless communication."""
 
 STREAM_KEY_EXPRS: tuple[pl.Expr, ...] = (
     pl.col("rank"),
@@ -76,7 +79,10 @@ def _launches(events: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
         events.lazy()
         .filter(pl.col("cat").is_in(LAUNCH_CATEGORIES) & pl.col("correlation").is_not_null())
         .group_by("rank", "correlation")
-        .agg(pl.col("start_ns").min().alias("launch_ns"))
+        .agg(
+            pl.col("start_ns").min().alias("launch_ns"),
+            (pl.col("start_ns") + pl.col("dur_ns")).max().alias("launch_end_ns"),
+        )
     )
 
 
@@ -135,9 +141,38 @@ PROJECTION_SCHEMA: dict[str, pl.DataType] = {
     "kernels": pl.UInt32(),
     "compute_ns": pl.Int64(),
     "comm_ns": pl.Int64(),
+    "launch_wait_ns": pl.Int64(),
+    "launching_ns": pl.Int64(),
 }
 """Per projected span: GPU extent (first start, last end), union of its work, count, and the union
-of its compute and of its communication work, ns. Spans that launched nothing are absent."""
+of its compute and of its communication work, ns; ``launch_wait_ns``: the GPU idle inside the
+extent, between the span's activities, before the launch call of the next one had returned (the
+GPU waiting for its CPU to launch, ``launch_wait``); ``launching_ns``: how much of the extent
+passed before the span's last launch call returned (its CPU still launching). Spans that launched
+nothing are absent."""
+
+
+def launch_wait(activities: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """Per ``key`` group: GPU idle between its activities while the next one's launch had not returned, ns.
+
+    In each gap of the group's union (the GPU has nothing of it running), the part before the launch
+    call of the activity that ends the gap returned is the GPU waiting on its CPU; the rest of the
+    gap (the launch had returned, the work waited on a stream event or a queue) is not. Columns:
+    ``key``, ``launch_wait_ns``.
+    """
+    reach = pl.col("end_ns").cum_max().shift(1).over(key)
+    return (
+        activities.sort([*key, "start_ns"])
+        .with_columns(reach.alias("_reach"))
+        .with_columns(
+            (pl.min_horizontal("start_ns", "launch_end_ns") - pl.col("_reach"))
+            .clip(lower_bound=0)
+            .fill_null(0)
+            .alias("_wait")
+        )
+        .group_by(key)
+        .agg(pl.col("_wait").sum().cast(pl.Int64()).alias("launch_wait_ns"))
+    )
 
 
 def project_spans(spans: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame:
@@ -147,7 +182,7 @@ def project_spans(spans: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame
     spans therefore share work, which is what an unlabelled pair's two halves need.
     """
     launched = activities.filter(pl.col("launch_ns").is_not_null()).select(
-        pl.col("rank").alias("_rank"), "launch_ns", "start_ns", "end_ns", "kernel_class"
+        pl.col("rank").alias("_rank"), "launch_ns", "launch_end_ns", "start_ns", "end_ns", "kernel_class"
     )
     matched = spans.select(
         "span_id", "rank", pl.col("start_ns").alias("span_start"), pl.col("end_ns").alias("span_end")
@@ -161,17 +196,19 @@ def project_spans(spans: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame
         pl.col("start_ns").min().alias("gpu_start_ns"),
         pl.col("end_ns").max().alias("gpu_end_ns"),
         pl.len().alias("kernels"),
+        pl.col("launch_end_ns").max().alias("_last_launch_ns"),
     )
     busy = covered_ns(matched, ["span_id"]).rename({"covered_ns": "gpu_busy_ns"})
     by_class = [
         covered_ns(matched.filter(pl.col("kernel_class") == name), ["span_id"]).rename({"covered_ns": column})
         for name, column in (("compute", "compute_ns"), ("communication", "comm_ns"))
     ]
-    result = extent.join(busy, on="span_id", how="left")
+    result = extent.join(busy, on="span_id", how="left").join(launch_wait(matched, ["span_id"]), on="span_id")
     for part in by_class:
         result = result.join(part, on="span_id", how="left")
+    launching = (pl.min_horizontal("_last_launch_ns", "gpu_end_ns") - pl.col("gpu_start_ns")).clip(lower_bound=0)
     return (
-        result.with_columns(pl.col("compute_ns", "comm_ns").fill_null(0))
+        result.with_columns(pl.col("compute_ns", "comm_ns").fill_null(0), launching.alias("launching_ns"))
         .select(list(PROJECTION_SCHEMA))
         .cast(PROJECTION_SCHEMA)  # type: ignore[arg-type]
         .sort("span_id")

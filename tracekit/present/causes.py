@@ -23,6 +23,11 @@ def causes_json(analysis: RunAnalysis) -> list[dict[str, Any]]:
     return analysis.causes.to_dicts()
 
 
+def absent_causes_json(analysis: RunAnalysis) -> list[str]:
+    """The ``absent_causes`` list of the JSON payload: each GPU cause the run could not compute, and why."""
+    return list(analysis.absent_causes)
+
+
 def describe_cause(row: dict[str, Any]) -> str:
     """One sentence for a cause row: whose, which, how much of its price, and the numbers."""
     who = f"rank {row['rank']}" if row["subject"] == "rank" else f"the link {row['link']}"
@@ -35,6 +40,7 @@ def causes_notes(analysis: RunAnalysis) -> tuple[str, ...]:
     """Sentences for the straggler causes (first causes of each subject), then the clock and probe notes."""
     frame = analysis.causes
     lines = [describe_cause(row) for row in frame.filter(pl.col("cause") != "waits").to_dicts()]
+    lines += list(analysis.absent_causes)
     if analysis.own_clock is not None:
         lines.append(f"judged on the {JUDGED_CLOCK}")
     if analysis.probes is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.present.causes import causes_json, causes_notes, causes_table
+from tracekit.present.causes import absent_causes_json, causes_json, causes_notes, causes_table
 from tracekit.present.common import clock_json
 from tracekit.present.result import Result, Table
 from tracekit.run_analysis import RunAnalysis
@@ -147,6 +147,7 @@ def stragglers_payload(analysis: RunAnalysis) -> dict[str, Any]:
         "time_unit": "ms",
         "stragglers": flagged,
         "causes": causes_json(analysis),
+        "absent_causes": absent_causes_json(analysis),
         "unjudged": result.unjudged.to_dicts(),
         "links": []
         if links is None

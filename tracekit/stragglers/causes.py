@@ -11,7 +11,11 @@ naming what it waits on. Definitions (``CAUSES``, quoted by every output):
 - ``blocked``: neither on a core nor waiting for one (wall - on-CPU - run-queue): sleep, I/O,
   locks, page faults.
 - ``gc``: Python garbage-collection pauses inside its actions.
-- ``throttle`` (GPU runs with NVML samples): SM clock below its peers'.
+- ``launch-bound`` (GPU runs): GPU idle inside its actions, before the next kernel's launch call had
+  returned, beyond the other ranks' (per ms of their actions): its CPU launches slower than its GPU
+  runs (``launch``).
+- ``throttle`` (GPU runs with NVML samples): median SM clock below 95% of its peers'
+  (``throttle``); power, temperature and NVML's reasons are its evidence.
 - ``link``: the link's transfers expose more latency than the other links'.
 - ``waits``: not slow itself; idle, waiting on the straggler (or slow link) named in ``upstream``.
 - ``unmeasured``: the rank is slow on wall time, but its trace has no probes to split it.
@@ -24,6 +28,12 @@ kinds, ``scoring``); its run-queue reference is the other ranks' wait per dispat
 actions' dispatches (``shared_runq_ms``). Each part's excess over its reference, clipped at 0, divided by their sum, is that cause's
 share; ``price_ms`` is share x the rank's saving. Causes explaining less than ``MIN_SHARE`` are left
 out (one is always kept).
+
+Shares (GPU runs): the rank's excess GPU time per step (own less reference) is, first, its launch
+wait beyond the other ranks' launch wait per ms of their actions at its reference time
+(``launch-bound``); then what its SM clock below its peers' adds to its reference busy time
+(``throttle``, reference busy x (peer clock / own clock - 1)); ``compute`` takes the rest.
+``absent_causes`` says, in one sentence each, which of the GPU causes a run could not compute.
 
 ``CAUSE_SCHEMA``, one row per (subject, cause), subjects most costly first, causes in order:
 
@@ -42,8 +52,11 @@ out (one is always kept).
 | evidence | String | the numbers in one sentence | never null |
 
 What it cannot see: work on threads other than the one that runs the action (a data loader, a
-CUDA launch thread's wait), which kernel is slow inside a GPU action, and on CPU runs whether
-on-CPU time is slow because of a slower core or more work (both are ``compute``).
+CUDA launch thread's wait), which kernel is slow inside a GPU action, on CPU runs whether
+on-CPU time is slow because of a slower core or more work (both are ``compute``), why a CPU
+launched slowly (Python overhead, a busy core: ``launch-bound`` either way), GPU idle inside an
+action whose next kernel was already launched (a stream waiting on an event: ``compute``), and a
+clock that dropped between NVML samples.
 
 Not for: flagging or pricing (``scoring``, ``links``), reading probes (``tracekit.trace.probes``).
 """
@@ -55,14 +68,18 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from tracekit.stragglers.launch import rank_launch
 from tracekit.stragglers.scoring import Stragglers
+from tracekit.stragglers.throttle import clock_deficit
 
 CAUSES: dict[str, str] = {
     "compute": "its own work is slower on its own clock (on-CPU time, GC excluded; GPU kernel time on GPU runs)",
     "contended": "ready but not running: run-queue wait per dispatch beyond the other ranks' (a hog beside it)",
     "blocked": "neither on a core nor waiting for one (wall - on-CPU - run queue): sleep, I/O, locks, page faults",
     "gc": "Python garbage-collection pauses inside its actions",
-    "throttle": "GPU SM clock below its peers' (NVML samples)",
+    "launch-bound": "GPU idle inside its actions waiting for its CPU to launch the next kernel, beyond the "
+    "other ranks' (its CPU launching until the action's end)",
+    "throttle": "GPU SM clock below 95% of its peers' (NVML samples; power and temperature as evidence)",
     "link": "its transfers expose more latency than the other links'",
     "waits": "not slow itself: idle, waiting on the straggler or slow link named in upstream",
     "unmeasured": "slow on wall time, but its trace has no probes to say why",
@@ -71,9 +88,6 @@ CAUSES: dict[str, str] = {
 
 MIN_SHARE = 0.05
 """Causes explaining less of a price than this are left out (the first is always kept)."""
-
-THROTTLE_RATIO = 0.95
-"""An SM clock below this share of the other ranks' median is ``throttle``."""
 
 CAUSE_SCHEMA: dict[str, pl.DataType] = {
     "subject": pl.String(),
@@ -107,6 +121,8 @@ class CauseInputs:
     """``links.LINK_SCHEMA``; None for op-tables."""
     nvml: pl.DataFrame | None = None
     """``tracekit.trace.probes.NVML_SCHEMA``; None or empty without GPU samples."""
+    launch: pl.DataFrame | None = None
+    """``launch.LAUNCH_SCHEMA``; None off a GPU clock."""
 
 
 def _row(subject: str, rank: int | None, cause: str, evidence: str, **values: float | str | None) -> dict:
@@ -201,30 +217,68 @@ def _keep(rows: list[dict]) -> list[dict]:
     return [row for index, row in enumerate(rows) if index == 0 or row["share"] >= MIN_SHARE]
 
 
+def _expected_share(figures: pl.DataFrame, part: str, ranks: set[int]) -> float:
+    """The median, over ``ranks``, of ``part`` per ms of their actions' GPU span (0 when none has any)."""
+    shares = [row[part] / row["wall_ms"] for row in figures.to_dicts() if row["rank"] in ranks and row["wall_ms"] > 0]
+    return statistics.median(shares) if shares else 0.0
+
+
 def _gpu_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dict]:
-    """A flagged rank on a GPU clock: compute, and throttle where NVML samples show a lower SM clock."""
+    """A flagged rank on a GPU clock: launch-bound, throttle, and compute for the rest of its excess.
+
+    Its excess (own GPU time per step over its reference) is first what its launch wait (GPU idle
+    inside its actions before the next kernel's launch returned) exceeds the other ranks' launch
+    wait per ms at its reference time; then what its lower SM clock would add to the kernels'
+    reference busy time (``throttle``); ``compute`` is the rest.
+    """
     steps = max(1, inputs.ops.filter(pl.col("rank") == rank)["step"].n_unique())
-    own, reference, _ = _reference_ms_per_step(inputs.stragglers.scores, rank, steps)
+    own, reference, kinds = _reference_ms_per_step(inputs.stragglers.scores, rank, steps)
     excess = max(own - reference, 1e-9)
+    flagged = set(inputs.stragglers.flagged["rank"].to_list())
+    launch = 0.0
+    busy_own, busy_reference = own, reference
+    compute_evidence = f"{own:.1f} ms of GPU time per step against {reference:.1f} ms"
+    rows: list[dict] = []
+    if inputs.launch is not None and not inputs.launch.is_empty():
+        figures = rank_launch(
+            inputs.launch.filter((pl.col("rank") != rank) | pl.col("kind").is_in(sorted(kinds)))
+        ).with_columns(*(pl.col(name) / pl.col("steps") for name in ("wall_ms", "busy_ms", "launch_wait_ms",
+                                                                   "launching_ms")))  # fmt: skip
+        mine = figures.filter(pl.col("rank") == rank).to_dicts()
+        peers = set(figures["rank"].to_list()) - {rank}
+        peers = (peers - flagged) or peers
+        if mine:
+            mine_row = mine[0]
+            expected_wait = _expected_share(figures, "launch_wait_ms", peers) * reference
+            busy_own, busy_reference = mine_row["busy_ms"], _expected_share(figures, "busy_ms", peers) * reference
+            launch = min(excess, max(0.0, mine_row["launch_wait_ms"] - expected_wait))
+            launching = mine_row["launching_ms"] / mine_row["wall_ms"] if mine_row["wall_ms"] > 0 else 0.0
+            compute_evidence = (
+                f"{mine_row['busy_ms']:.1f} ms of GPU busy time per step (kernels, copies) against "
+                f"{busy_reference:.1f} ms at its reference"
+            )
+            if launch > 0:
+                rows.append(
+                    _row("rank", rank, "launch-bound",
+                         f"{mine_row['launch_wait_ms']:.1f} ms per step of GPU idle inside its actions waiting "
+                         f"for its CPU to launch the next kernel, against {expected_wait:.1f} ms at the other "
+                         f"ranks' rate; its CPU was still launching for {launching:.0%} of its actions' GPU time "
+                         f"(GPU busy {mine_row['busy_ms']:.1f} of {mine_row['wall_ms']:.1f} ms)",
+                         share=launch / excess, price_ms=launch / excess * saving_ms,
+                         own_ms=mine_row["launch_wait_ms"], reference_ms=expected_wait)
+                )  # fmt: skip
     throttle = 0.0
-    nvml = inputs.nvml
-    evidence = ""
-    if nvml is not None and not nvml.is_empty() and rank in set(nvml["rank"].to_list()):
-        clocks = nvml.group_by("rank").agg(pl.col("sm_clock_mhz").median())
-        mine = float(clocks.filter(pl.col("rank") == rank)["sm_clock_mhz"][0])
-        rest = clocks.filter(pl.col("rank") != rank)["sm_clock_mhz"].to_list()
-        peer = statistics.median(rest) if rest else mine
-        if mine > 0 and mine < THROTTLE_RATIO * peer:
-            throttle = min(excess, reference * (peer / mine - 1))
-            evidence = f"SM clock {mine:.0f} MHz against {peer:.0f} MHz on the other ranks"
-    rows = [
-        _row("rank", rank, "compute", f"{own:.1f} ms of GPU kernel time per step against {reference:.1f} ms",
-             share=(excess - throttle) / excess, price_ms=(excess - throttle) / excess * saving_ms,
-             own_ms=own, reference_ms=reference)
-    ]
-    if throttle > 0:
-        rows.append(_row("rank", rank, "throttle", evidence, share=throttle / excess,
-                         price_ms=throttle / excess * saving_ms))  # fmt: skip
+    deficit = None if inputs.nvml is None or inputs.nvml.is_empty() else clock_deficit(inputs.nvml, rank)
+    if deficit is not None:
+        throttle = min(excess - launch, busy_reference * deficit.slowdown)
+        if throttle > 0:
+            rows.append(_row("rank", rank, "throttle", deficit.evidence(), share=throttle / excess,
+                             price_ms=throttle / excess * saving_ms))  # fmt: skip
+    rest = max(0.0, excess - launch - throttle)
+    rows.append(
+        _row("rank", rank, "compute", compute_evidence, share=rest / excess, price_ms=rest / excess * saving_ms,
+             own_ms=busy_own, reference_ms=busy_reference)
+    )  # fmt: skip
     return _keep(rows)
 
 
@@ -261,6 +315,24 @@ def _waits(inputs: CauseInputs, upstream: dict[int, tuple[str, float]], step_ms:
                  own_ms=idle, upstream=name)
         )
     return rows
+
+
+def absent_causes(inputs: CauseInputs) -> tuple[str, ...]:
+    """One sentence per GPU cause the run could not compute, and why."""
+    if not inputs.gpu_clock:
+        return (
+            "launch-bound: not computed: no GPU kernels timed inside the actions (a CPU-timed run)",
+            "throttle: not computed: no GPU kernels timed inside the actions (a CPU-timed run), no GPU clock to sample",
+        )
+    notes = []
+    if inputs.launch is None or inputs.launch.is_empty():
+        notes.append("launch-bound: not computed: no kernel is linked to a CPU launch inside an action")
+    if inputs.nvml is None or inputs.nvml.is_empty():
+        notes.append(
+            "throttle: not measured: no NVML samples beside the traces (no probes files, or no GPU or "
+            "nvidia-ml-py where they were captured: the probes notes say which)"
+        )
+    return tuple(notes)
 
 
 def causes(inputs: CauseInputs) -> pl.DataFrame:

@@ -24,8 +24,18 @@ time is inside their parent's):
 ``WINDOW_SCHEMA``, one row per rank: rank (Int32), runq_ms (Float64) and dispatches (Int64) of the
 thread that opened the window, over the whole window (null: run-queue wait not available).
 
-``NVML_SCHEMA``, one row per GPU sample: rank (Int32), step (Int32), sm_clock_mhz,
-max_sm_clock_mhz, power_w, temperature_c (Float64).
+``NVML_SCHEMA``, one row per GPU sample (taken at action ends, at most one per
+``collectors.probes.NVML_INTERVAL_NS``, and at every step's end):
+
+| column | dtype | unit / meaning | null means |
+|---|---|---|---|
+| rank | Int32 | global rank | never null |
+| step | Int32 | window-relative step it was taken in | never null |
+| sm_clock_mhz, max_sm_clock_mhz | Float64 | the GPU's SM clock and its maximum, MHz | never null |
+| power_w | Float64 | board power draw, W | never null |
+| temperature_c | Float64 | GPU temperature, C | never null |
+| power_limit_w | Float64 | the enforced power limit, W | the driver did not give it (or an older file) |
+| clock_reasons | Int64 | NVML's clock-event (throttle) reason bits | the driver did not give them (or an older file) |
 
 Not for: judging the numbers (``tracekit.stragglers.causes``).
 """
@@ -71,6 +81,8 @@ NVML_SCHEMA: dict[str, pl.DataType] = {
     "max_sm_clock_mhz": pl.Float64(),
     "power_w": pl.Float64(),
     "temperature_c": pl.Float64(),
+    "power_limit_w": pl.Float64(),
+    "clock_reasons": pl.Int64(),
 }
 
 _COLUMNS = ["step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "dispatches", "gc_ns",
@@ -141,7 +153,8 @@ def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], t
         try:
             samples.append(
                 (rank, int(sample["step"]), float(sample["sm_clock_mhz"]), float(sample["max_sm_clock_mhz"]),
-                 float(sample["power_w"]), float(sample["temperature_c"]))
+                 float(sample["power_w"]), float(sample["temperature_c"]),
+                 _optional(float, sample.get("power_limit_w")), _optional(int, sample.get("clock_reasons")))
             )
         except (KeyError, TypeError, ValueError) as error:
             raise TracekitError(f"malformed NVML sample {sample!r}", path) from error
@@ -152,6 +165,11 @@ def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], t
     except (KeyError, TypeError, ValueError) as error:
         raise TracekitError("probes header lacks the window's run-queue wait", path) from error
     return rows, samples, window, notes
+
+
+def _optional(kind: type, value: object) -> float | int | None:
+    """``value`` as ``kind``, None when absent (a field the driver did not give, or an older file)."""
+    return None if value is None else kind(value)
 
 
 def _ranks(ranks: list[int]) -> str:
