@@ -7,6 +7,7 @@ from collections.abc import Callable
 import polars as pl
 import pytest
 
+from tracekit.analysis.dependencies import ACTION_COLUMNS
 from tracekit.schedule.costs import Costs
 from tracekit.schedule.engine import simulate
 from tracekit.schedule.registry import generate
@@ -61,18 +62,7 @@ def replicated_actions(
             )
     return (
         pl.concat(parts)
-        .select(
-            "rank",
-            "replica",
-            "step",
-            "stage",
-            "kind",
-            "microbatch",
-            "start_ns",
-            "end_ns",
-            "overlapped",
-            "source",
-        )
+        .select(*ACTION_COLUMNS, "source")
         .sort("rank", "start_ns")
     )
 
