@@ -9,12 +9,12 @@ CUDA job does: on the CPU clock nobody is slow, on the GPU clock rank 2 is.
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import orjson
 import polars as pl
 import pytest
+from stragglers.gpu_runs import real_kernels
 
 from tracekit.analysis.realized import Clock
 from tracekit.run_analysis import analyse
@@ -32,16 +32,6 @@ KERNELS_PER_ACTION = {"F": 6, "B": 12}
 STEP_GAP_US = 1_000_000
 LAUNCH_US = 3
 """Each launch call takes 3 µs on the CPU; an action's label spans its launches only."""
-
-
-def _real_kernels(deepseek_trace: Path) -> list[tuple[str, int]]:
-    """Compute kernels of the real trace (name, µs), communication left out."""
-    document = orjson.loads(gzip.decompress(deepseek_trace.read_bytes()))
-    return [
-        (event["name"], int(event["dur"]))
-        for event in document["traceEvents"]
-        if event.get("cat") == "kernel" and "nccl" not in event["name"].lower() and event.get("dur", 0) > 0
-    ]
 
 
 def _trace(rank: int, kernels: list[tuple[str, int]]) -> dict:
@@ -94,7 +84,7 @@ def _trace(rank: int, kernels: list[tuple[str, int]]) -> dict:
 @pytest.fixture(scope="module")
 def gpu_run(deepseek_trace_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 4-rank GPU-timed 1F1B run of real kernels, rank 2's three times slower on the GPU only."""
-    kernels = _real_kernels(deepseek_trace_path)
+    kernels = real_kernels(deepseek_trace_path)
     root = tmp_path_factory.mktemp("gpu-pipeline")
     for rank in range(RANKS):
         (root / f"rank{rank}.json").write_bytes(orjson.dumps(_trace(rank, kernels)))
