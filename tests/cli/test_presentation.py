@@ -1,7 +1,7 @@
 """What a person reads first: every command's answer before its tables, and tables that fit the terminal.
 
 On the bundled DualPipeV run with a straggler on rank 2, each command's tables fit 100 columns (and
-80, no value cut short), ``stragglers`` opens with the straggler and its saving, and ``whatif``
+80, no value cut short; ``plan``'s Markdown tables fit 100 columns too), ``stragglers`` opens with the straggler and its saving, and ``whatif``
 states the measured step that ``stragglers`` prices.
 """
 
@@ -48,6 +48,15 @@ def test_tables_fit_the_terminal_and_no_value_is_cut(command: str, columns: int)
     assert table_lines, out
     assert max(len(line) for line in table_lines) <= columns, out
     assert "…" not in out, out
+
+
+def test_plan_markdown_tables_fit_100_columns() -> None:
+    args = [arg for arg in COMMANDS["plan"] if arg not in ("--format", "table")]
+    out = _run(args, 100)
+
+    table_lines = [line for line in out.splitlines() if line.startswith("|")]
+    assert out.startswith("# Pipeline plan") and len(table_lines) > 20, out
+    assert max(len(line) for line in table_lines) <= 100, max(table_lines, key=len)
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))

@@ -24,12 +24,26 @@ def test_report_has_recommendation_alternatives_copy_and_assumptions(deepseek_pl
     rows = [
         line for line in report.splitlines() if line.startswith("| ") and not line.startswith("| schedule")
     ]
-    assert len(rows) == deepseek_plan.alternatives.height + deepseek_plan.rejected.height
+    assert len(rows) == deepseek_plan.alternatives.height
+    for rejected in deepseek_plan.rejected.iter_rows(named=True):
+        assert f"- {rejected['schedule']} at PP{rejected['pp']}: {rejected['reason']}." in report
     assert "Routed experts are 97% of the model's 671.0B parameters (ep=64)" in report
+
+
+def test_every_table_fits_100_columns_and_each_unfit_candidate_says_why(deepseek_plan) -> None:
+    report = render(deepseek_plan)
+    unfit = deepseek_plan.alternatives.filter(~deepseek_plan.alternatives["fits"])
+
+    tables = [line for line in report.splitlines() if line.startswith("|")]
+    assert tables and max(map(len, tables)) <= 100, max(tables, key=len)
+    assert not unfit.is_empty()
+    for row in unfit.iter_rows(named=True):
+        assert f"- {row['schedule']} at PP{row['pp']}, M {row['microbatches']}: {row['note']}." in report
 
 
 def test_report_without_a_feasible_plan_explains_instead() -> None:
     report = render(plan(small_spec(cluster={"gpu_memory_gib": 8.0}, sequence_length=8192)))
 
     assert "## No feasible plan" in report
-    assert "| does not fit because |" in report and "needs " in report
+    assert "| over (GiB) |" in report and "Why each does not fit:" in report and ": needs " in report
+    assert max(len(line) for line in report.splitlines() if line.startswith("|")) <= 100

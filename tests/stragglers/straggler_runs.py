@@ -68,6 +68,12 @@ class Job:
                 "--format", "json", "--", *job]  # fmt: skip
 
 
+SLOW_LINK_JOB = Job("link-12", "1f1b", 4, slow_link=(1, 2), slow_link_ms=40, microbatches=4, small=True)
+"""A clean 4-rank pipeline whose link between ranks 1 and 2 is slow (40 ms per transfer): the one
+capture both straggler modules read (``slow_link_run``), made alone so that its ranks show their own
+compute speed (a neighbouring capture's export can make a link end's backward look slow)."""
+
+
 def record_all(root: Path, jobs: list[Job], parallel: int = PARALLEL) -> dict[str, Path]:
     """Capture every job under ``root`` (``parallel`` at a time); name -> run directory."""
     done: dict[str, Path] = {}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from stragglers.straggler_runs import Job, record_all
+from stragglers.straggler_runs import SLOW_LINK_JOB, Job, record_all
 
 from tracekit.run_analysis import analyse
 from tracekit.stragglers.own_clock import WAIT_TOLERANCE, rank_contention
@@ -34,7 +34,8 @@ HOG_RANK = 1
 HOGGED = Job("hog-r1", "1f1b", 4, microbatches=4, cpus=(1, 0, 1, 1))
 """Rank 1 alone on CPU 0, beside the busy process; the other ranks on CPU 1."""
 
-LINK = Job("link-12", "1f1b", 4, slow_link=(1, 2), slow_link_ms=40, microbatches=4, small=True)
+LINK = SLOW_LINK_JOB
+"""The slow link 1-2: the session's ``slow_link_run``, which the straggler module reads too."""
 
 
 def _hog() -> subprocess.Popen:
@@ -50,12 +51,12 @@ def _hog() -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every capture, by job name."""
+def runs(tmp_path_factory: pytest.TempPathFactory, slow_link_run: Path) -> dict[str, Path]:
+    """Every capture, by job name (the slow link's made alone, once per session)."""
     if os.cpu_count() is None or os.cpu_count() < 2 or not hasattr(os, "sched_setaffinity"):
         pytest.skip("needs two CPUs and sched_setaffinity to pin a busy process beside one rank")
     root = tmp_path_factory.mktemp("causes")
-    done = record_all(root, [job for _, job in PLANTED.values()] + [LINK])
+    done = record_all(root, [job for _, job in PLANTED.values()]) | {LINK.name: slow_link_run}
     hog = _hog()
     try:
         done |= record_all(root, [HOGGED], parallel=1)

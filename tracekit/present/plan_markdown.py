@@ -1,7 +1,8 @@
 """Render a ``Plan`` as a Markdown report: recommendation, alternatives, ruled out, parameter copies, assumptions.
 
 Presentation only: every figure comes from ``tracekit.planner.plan.Plan`` and every sentence from
-``tracekit.present.plan``; nothing here computes.
+``tracekit.present.plan``; nothing here computes. Tables hold the figures and fit 100 columns;
+the sentences (why a candidate does not fit, why one was ruled out) are list items under them.
 """
 
 from __future__ import annotations
@@ -19,21 +20,22 @@ _ALTERNATIVE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("pp", "PP"),
     ("microbatches", "M"),
     ("param_copies", "copies"),
-    ("step_ms", "step (ms)"),
+    ("step_ms", "step ms"),
     ("bubble_fraction", "bubble"),
-    ("exposed_a2a_ms", "exposed a2a (ms)"),
+    ("exposed_a2a_ms", "a2a ms"),
     ("lost_fraction", "lost"),
-    ("memory_gib", "memory (GiB)"),
-    ("headroom_gib", "free (GiB)"),
-    ("extra_gpu_hours_per_mtok", "extra GPU-h / Mtok"),
-    ("simulated_at", "simulated at M"),
+    ("memory_gib", "mem"),
+    ("headroom_gib", "free"),
+    ("extra_gpu_hours_per_mtok", "extra"),
+    ("simulated_at", "sim. at M"),
 )
 _UNFIT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("schedule", "schedule"),
     ("pp", "PP"),
     ("microbatches", "M"),
     ("step_ms", "step (ms)"),
-    ("note", "does not fit because"),
+    ("memory_gib", "memory (GiB)"),
+    ("over_gib", "over (GiB)"),
 )
 _PERCENT = frozenset({"bubble_fraction", "lost_fraction"})
 _THREE_PLACES = frozenset({"gpu_hours_per_mtok", "extra_gpu_hours_per_mtok"})
@@ -56,6 +58,12 @@ def _table(frame: pl.DataFrame, columns: tuple[tuple[str, str], ...]) -> list[st
     for row in frame.iter_rows(named=True):
         lines.append("| " + " | ".join(_cell(name, row[name]) for name, _ in columns) + " |")
     return lines
+
+
+def _candidate(row: dict[str, Any]) -> str:
+    """``zbv at PP8`` (with ``, M 60`` where the row has micro-batches): a candidate in a sentence."""
+    named = f"{row['schedule']} at PP{row['pp']}"
+    return f"{named}, M {row['microbatches']}" if "microbatches" in row else named
 
 
 def render(plan: Plan) -> str:
@@ -82,18 +90,20 @@ def render(plan: Plan) -> str:
         lines += [
             "",
             (
-                "bubble: mean over ranks of idle / step; lost: 1 - mean compute / step (bubbles and exposed "
-                "all-to-all); memory, free: the fullest rank; extra: GPU-hours per million tokens against the "
-                "recommendation."
+                "bubble: mean over ranks of idle / step; a2a: exposed all-to-all; lost: 1 - mean compute / "
+                "step (bubbles and exposed all-to-all); mem, free: GiB on the fullest rank; extra: GPU-hours per "
+                "million tokens against the recommendation; sim. at M: the micro-batch counts simulated, two "
+                "when the figures are extrapolated from them."
             ),
             "",
         ]
     if not unfit.is_empty():
         lines += [f"## Do not fit in {spec.cluster.gpu_memory_gib:g} GiB per GPU", ""]
-        lines += _table(unfit, _UNFIT_COLUMNS) + [""]
+        lines += _table(unfit, _UNFIT_COLUMNS) + ["", "Why each does not fit:", ""]
+        lines += [f"- {_candidate(row)}: {row['note']}." for row in unfit.iter_rows(named=True)] + [""]
     if not plan.rejected.is_empty():
         lines += ["## Ruled out before simulation", ""]
-        lines += _table(plan.rejected, (("schedule", "schedule"), ("pp", "PP"), ("reason", "reason")))
+        lines += [f"- {_candidate(row)}: {row['reason']}." for row in plan.rejected.iter_rows(named=True)]
         lines += [""]
     copy = plan.second_copy
     lines += [
