@@ -30,7 +30,6 @@ from tracekit.changes.transfers import transfers
 from tracekit.changes.work import new_and_vanished, rank_changes
 from tracekit.run_analysis import RunAnalysis, analyse
 from tracekit.whatif.case import ReplayCase
-from tracekit.whatif.pipeline import pipeline_case_nodes
 
 
 @dataclass(frozen=True)
@@ -78,12 +77,11 @@ class RunDiff:
             shape_of(self.base), shape_of(self.new), self.config.allow_different, self.source
         )
 
-    @cached_property
+    @property
     def _new_replay(self) -> tuple[ReplayCase, np.ndarray | None]:
-        if self.new.is_optable:
-            return self.new.case, None
-        case, _, node = pipeline_case_nodes(self.new.actions, str(self.new.source))
-        return case, node
+        # NEW's own replay (``RunAnalysis.replay``), built once: the ideal ops read it too.
+        replay = self.new.replay
+        return replay.case, replay.node_of_action
 
     @property
     def new_case(self) -> ReplayCase:

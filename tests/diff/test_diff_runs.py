@@ -74,11 +74,6 @@ def test_a_slower_w_with_slack_shows_its_change_at_little_price(runs) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="known gap: the noise band is the steps' spread within each run, and two clean captures on "
-    "this 2-core machine have differed by 22% between runs (48.8 vs 59.6 ms) at load 2-4",
-    strict=False,
-)
 def test_two_clean_captures_show_no_change_beyond_noise_and_pass_the_gate(runs) -> None:
     out = _cli(str(runs["1f1b-base"]), str(runs["1f1b-clean"]), "--fail-over", "10")
     assert out.returncode == 0, out.stdout + out.stderr

@@ -1,16 +1,23 @@
 """Each run's step times, the measured change between two runs, and the noise band it is judged against.
 
 A run's steps vary: load, the host's other work, a collective that waited. The change between two
-runs counts only when it stands beyond that variation. The spread of a run is the scaled median
-absolute deviation of its step times (``MAD_TO_SIGMA`` x MAD: a standard deviation for normal
-noise, robust to one outlier step); a median of n steps varies by ``MEDIAN_SE`` x spread / sqrt(n)
-(its standard error), so the noise band of the change of the medians is
+runs counts only when it stands beyond that variation. Under load a run's step times are far from
+normal: a few steps of five can take twice the others, and the next capture's median may land on
+either cluster. So the band assumes no distribution: it is half the width of the distribution-free
+confidence interval of the shift between the two runs' step times (Hodges-Lehmann; the interval of
+the Mann-Whitney test, Lehmann, *Nonparametrics*, 1975, section 2.6):
 
-    noise_ms = max(noise_k * 1.2533 * sqrt(spread_base**2 / n_base + spread_new**2 / n_new),
-                   noise_floor_share * base median)
+    differences: every NEW step minus every BASE step (n_base x n_new of them), sorted: d_1 .. d_N
+    k: the largest k with P(U < k) <= (1 - confidence) / 2 under no change (U: the Mann-Whitney
+       count, exact up to MANN_WHITNEY_EXACT pairs, its normal approximation beyond); at least 1
+    noise_ms = max((d_(N + 1 - k) - d_k) / 2, noise_floor_share x BASE median step)
 
-The floor stands for what step-to-step variation within one run cannot show: two captures at
-different moments of a shared machine differ by more than the steps of either.
+With five steps a run the interval is the widest the steps allow (k = 1: from the least to the most
+difference, half the sum of both runs' ranges), at 99.2% confidence. The change of the medians
+counts when it exceeds that half-width. The floor stands for what the steps of two captures cannot
+show: captures made at different moments of a shared machine can differ by more than the steps of
+either. Each run's ``spread_ms`` (1.4826 x the median absolute deviation of its step times) is
+reported, not used by the band.
 
 ``STEPS_SCHEMA``, one row per run and step:
 
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import polars as pl
@@ -36,13 +44,13 @@ STEPS_SCHEMA: dict[str, pl.DataType] = {"run": pl.String(), "step": pl.Int64(), 
 MAD_TO_SIGMA = 1.4826
 """Scale of the median absolute deviation to a standard deviation of normal noise."""
 
-MEDIAN_SE = 1.2533
-"""Standard error of a median of n normal samples, in units of sigma / sqrt(n) (sqrt(pi / 2))."""
+MANN_WHITNEY_EXACT = 2500
+"""Up to this many step pairs (n_base x n_new) the Mann-Whitney count's null distribution is exact."""
 
 NOISE_DEFINITION = (
-    "noise band: max(noise_k x 1.2533 x sqrt(spread_base^2 / steps_base + spread_new^2 / steps_new), "
-    "noise_floor_share x BASE median step): noise_k standard errors of the change of the medians; "
-    "spread: 1.4826 x the median absolute deviation of a run's step times"
+    "noise band: max(half the width of the distribution-free confidence interval of the shift between "
+    "the runs' step times (Hodges-Lehmann: order statistics of every NEW step minus every BASE step, "
+    "ranks from the Mann-Whitney test), noise_floor_share x BASE median step)"
 )
 """The noise band, as every output quotes it."""
 
@@ -51,14 +59,14 @@ NOISE_DEFINITION = (
 class NoiseConfig:
     """How the noise band of a step-time change is drawn."""
 
-    noise_k: float = 3.0
-    """Standard errors of the change of the medians that a change must exceed."""
+    confidence: float = 0.99
+    """Confidence of the shift's interval whose half-width is the band (fewer steps: the widest they allow)."""
     noise_floor_share: float = 0.05
-    """Smallest band, as a share of BASE's median step: run-to-run variation one run's steps cannot show."""
+    """Smallest band, as a share of BASE's median step: run-to-run variation two captures' steps cannot show."""
 
     def __post_init__(self) -> None:
-        if self.noise_k <= 0:
-            raise ValueError("noise_k must be > 0")
+        if not 0 < self.confidence < 1:
+            raise ValueError("confidence must be in (0, 1)")
         if not 0 <= self.noise_floor_share < 1:
             raise ValueError("noise_floor_share must be in [0, 1)")
 
@@ -98,13 +106,41 @@ def run_steps(step_ms: np.ndarray) -> RunSteps:
     return RunSteps(int(step_ms.size), median, spread, float(step_ms.min()), float(step_ms.max()))
 
 
+def _interval_rank(n_base: int, n_new: int, tail: float) -> int:
+    """The largest k with P(U < k) <= ``tail`` under no change (0 if none), U the count of (BASE, NEW)
+    pairs with NEW above: exact up to ``MANN_WHITNEY_EXACT`` pairs, the normal approximation beyond."""
+    pairs = n_base * n_new
+    if pairs > MANN_WHITNEY_EXACT:
+        sd = math.sqrt(pairs * (n_base + n_new + 1) / 12)
+        return max(math.floor(pairs / 2 + 0.5 + sd * NormalDist().inv_cdf(tail)), 0)
+    # dist[j]: U's distribution for i BASE and j NEW steps. The largest of all i + j steps is NEW's
+    # with probability j / (i + j), and then lies above the i BASE steps (U grows by i).
+    dist = [np.ones(1) for _ in range(n_new + 1)]  # no BASE step: U is 0
+    for i in range(1, n_base + 1):
+        grown = [np.ones(1)]
+        for j in range(1, n_new + 1):
+            both = np.zeros(i * j + 1)
+            both[i:] += j / (i + j) * grown[j - 1]
+            both[: dist[j].size] += i / (i + j) * dist[j]
+            grown.append(both)
+        dist = grown
+    return int(np.count_nonzero(np.cumsum(dist[n_new]) <= tail))
+
+
+def shift_interval(base_ms: np.ndarray, new_ms: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The distribution-free confidence interval of NEW's shift against BASE (ms), or the widest the steps allow."""
+    differences = np.sort(np.subtract.outer(new_ms, base_ms), axis=None)
+    k = max(_interval_rank(base_ms.size, new_ms.size, (1 - confidence) / 2), 1)
+    return float(differences[k - 1]), float(differences[differences.size - k])
+
+
 def step_change(base_ms: np.ndarray, new_ms: np.ndarray, config: NoiseConfig | None = None) -> StepChange:
     """The change of the median step from ``base_ms`` to ``new_ms`` (each run's step times) and its noise band."""
     config = config or NoiseConfig()
     base, new = run_steps(base_ms), run_steps(new_ms)
     change = new.median_ms - base.median_ms
-    standard_error = MEDIAN_SE * math.sqrt(base.spread_ms**2 / base.steps + new.spread_ms**2 / new.steps)
-    noise = max(config.noise_k * standard_error, config.noise_floor_share * base.median_ms)
+    low, high = shift_interval(base_ms, new_ms, config.confidence)
+    noise = max((high - low) / 2, config.noise_floor_share * base.median_ms)
     return StepChange(
         base=base,
         new=new,

@@ -134,7 +134,7 @@ def definitions(result: RunDiff) -> dict[str, str]:
     """The definitions every output quotes, with the noise settings used."""
     noise = result.config.noise
     return {
-        "noise": f"{NOISE_DEFINITION} (noise_k {noise.noise_k:g}, noise_floor_share {noise.noise_floor_share:g})",
+        "noise": f"{NOISE_DEFINITION} (confidence {noise.confidence:g}, noise_floor_share {noise.noise_floor_share:g})",
         "saving": SAVING_DEFINITION,
         "own_change_ms": "per step, the time NEW's ops of the group spend beyond BASE's speed",
     }
