@@ -11,84 +11,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import orjson
 import polars as pl
 import pytest
-from stragglers.gpu_runs import real_kernels
+from stragglers.gpu_runs import SLOWDOWN as SLOWDOWN_BY
+from stragglers.gpu_runs import real_kernels, write_gpu_run
 
 from tracekit.analysis.realized import Clock
 from tracekit.run_analysis import analyse
-from tracekit.schedule.action import flatten
-from tracekit.schedule.costs import Costs
-from tracekit.schedule.engine import simulate
-from tracekit.schedule.registry import generate
 
-RANKS = 4
-MICROBATCHES = 8
-STEPS = 3
 SLOW_RANK = 2
-SLOWDOWN = 3.0
-KERNELS_PER_ACTION = {"F": 6, "B": 12}
-STEP_GAP_US = 1_000_000
-LAUNCH_US = 3
-"""Each launch call takes 3 µs on the CPU; an action's label spans its launches only."""
-
-
-def _trace(rank: int, kernels: list[tuple[str, int]]) -> dict:
-    """One rank's Kineto document: CPU labels and launches up front, kernels where the GPU runs them."""
-    schedule = generate("1f1b", RANKS, MICROBATCHES)
-    block = {kind: sum(d for _, d in kernels[:count]) / 1000 for kind, count in KERNELS_PER_ACTION.items()}
-    slow = [SLOWDOWN if stage == SLOW_RANK else 1.0 for stage in range(RANKS)]
-    costs = Costs(
-        forward=tuple(block["F"] * s for s in slow),
-        backward_input=tuple(block["B"] * s / 2 for s in slow),
-        backward_weight=tuple(block["B"] * s / 2 for s in slow),
-        full_backward=tuple(block["B"] * s for s in slow),
-    )
-    timeline = simulate(schedule, costs).to_frame().filter(pl.col("rank") == rank).sort("start")
-    events: list[dict] = []
-    correlation = rank * 1_000_000
-    for step in range(STEPS):
-        base = step * STEP_GAP_US
-        cpu = base + 10
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"tracekit:step#{step}", "pid": 1, "tid": 1,
-                       "ts": base, "dur": STEP_GAP_US // 2})  # fmt: skip
-        for action, row in zip(flatten(schedule.steps[rank]), timeline.iter_rows(named=True)):
-            assert (action.stage, action.kind.value) == (row["stage"], row["kind"])
-            count = KERNELS_PER_ACTION[row["kind"]]
-            names = kernels[:count]
-            events.append({"ph": "X", "cat": "user_annotation", "name": f"tracekit:{action}", "pid": 1,
-                           "tid": 1, "ts": cpu, "dur": count * LAUNCH_US})  # fmt: skip
-            # The GPU starts 2 ms after the step's first launch; the action's kernels fill its GPU span
-            # in proportion to their real durations, back to back, on whole microseconds.
-            start, end = base + 2_000 + row["start"] * 1000, base + 2_000 + row["end"] * 1000
-            total, done = sum(d for _, d in names), 0
-            for name, dur in names:
-                correlation += 1
-                events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                               "ts": cpu, "dur": LAUNCH_US - 1, "args": {"correlation": correlation}})  # fmt: skip
-                first = round(start + (end - start) * done / total)
-                done += dur
-                last = round(start + (end - start) * done / total)
-                events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": first,
-                               "dur": last - first, "args": {"device": 0, "stream": 7, "correlation": correlation}})  # fmt: skip
-                cpu += LAUNCH_US
-    return {
-        "schemaVersion": 1,
-        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": RANKS},
-        "host_name": "gpu-node",
-        "traceEvents": events,
-    }
+SLOWDOWN = SLOWDOWN_BY["kernels"]
 
 
 @pytest.fixture(scope="module")
 def gpu_run(deepseek_trace_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 4-rank GPU-timed 1F1B run of real kernels, rank 2's three times slower on the GPU only."""
-    kernels = real_kernels(deepseek_trace_path)
-    root = tmp_path_factory.mktemp("gpu-pipeline")
-    for rank in range(RANKS):
-        (root / f"rank{rank}.json").write_bytes(orjson.dumps(_trace(rank, kernels)))
-    return root
+    return write_gpu_run(
+        tmp_path_factory.mktemp("gpu-pipeline"), real_kernels(deepseek_trace_path), SLOW_RANK, "kernels"
+    )
 
 
 @pytest.fixture(scope="module")
