@@ -26,7 +26,12 @@ pytestmark = pytest.mark.slow
 RANKS = 2
 
 CUSTOM_LOOP = """
-import sys, time, torch, collectors
+import signal, sys, time, torch, collectors
+from collectors.stopping import STOP_SIGNALS
+# A test runner under nohup, or a shell's background job, passes SIGHUP, SIGINT or SIGQUIT on
+# ignored, and a capture leaves an ignored signal ignored, as a shell does: start from the defaults.
+for number in STOP_SIGNALS:
+    signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
 with collectors.Capture(sys.argv[1], steps="1:", patch=False) as cap:
     for index in range(100000):
         with cap.step():
@@ -36,6 +41,7 @@ with collectors.Capture(sys.argv[1], steps="1:", patch=False) as cap:
             print("up", flush=True)
 """
 """A one-process custom loop captured with the Python API until a signal stops it."""
+
 
 
 @pytest.mark.parametrize("number", STOP_SIGNALS, ids=[number.name for number in STOP_SIGNALS])
