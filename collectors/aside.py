@@ -120,14 +120,25 @@ def trace_run_id(path: Path, *, read_to_end: bool = True) -> str | None:
     try:
         with opener(path, "rb") as file:
             head = file.read(_HEADER_BYTES)
-            found = _RUN_ID_IN_HEADER.search(head)
-            if found is not None:
-                return found[1].decode(errors="replace") or None
+            if _RUN_ID_IN_HEADER.search(head) is not None:
+                return run_id_in(head, b"")
             tail = head
             while read_to_end and (chunk := file.read(1 << 20)):
                 tail = tail[-4096:] + chunk
     except (OSError, EOFError, zlib.error):
         return None
+    return run_id_in(b"", tail)
+
+
+def run_id_in(head: bytes | bytearray | memoryview, tail: bytes | bytearray | memoryview) -> str | None:
+    """The run id in a trace's text: its metadata in ``head`` (the first ``_HEADER_BYTES``), else
+    the ``traceName`` in ``tail`` (its last 8 KiB, where an older trace has it); None when neither has it.
+
+    The reader, which holds the whole text, passes both slices and needs no second read.
+    """
+    found = _RUN_ID_IN_HEADER.search(head[:_HEADER_BYTES])
+    if found is not None:
+        return found[1].decode(errors="replace") or None
     found = _RUN_ID_IN_NAME.search(tail[-8192:])
     return None if found is None else found[1].decode()
 

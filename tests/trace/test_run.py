@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors.manifest import RUN_ID_METADATA, Manifest, RankEntry, parse_manifest
+from collectors.manifest import INCOMING_PREFIX, RUN_ID_METADATA, Manifest, RankEntry, parse_manifest
 from tracekit.errors import TracekitError
+from tracekit.trace import kineto
 from tracekit.trace.run import CACHE_DIR_NAME, load_run
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
@@ -149,19 +150,45 @@ def test_cached_load_starts_no_worker_processes(tmp_path: Path, make_trace, monk
     assert second.events.equals(first.events)
 
 
-def test_cached_load_reads_no_trace_again_for_its_run_id(tmp_path: Path, make_trace, monkeypatch) -> None:
-    # make_trace's traces carry no run id in their header, so the first load reads each to its end.
+def _name_runs(root: Path, run_ids: tuple[str, ...]) -> None:
+    """Give each rank's trace the ``traceName`` an older collector wrote: its run's incoming directory."""
+    for rank, run_id in enumerate(run_ids):
+        path = root / f"rank{rank}.json.gz"
+        document = json.loads(gzip.decompress(path.read_bytes()))
+        document["traceName"] = f"/jobs/out/{INCOMING_PREFIX}{run_id}/rank{rank}.json"
+        path.write_bytes(gzip.compress(json.dumps(document).encode()))
+
+
+def test_a_load_reads_each_trace_once_its_run_id_with_its_events(tmp_path: Path, make_trace, monkeypatch) -> None:
+    # An older trace names its run only in its traceName, at the end of its text: the reader finds
+    # it there, in the text it decodes, rather than reading the file a second time.
     root = _two_ranks(tmp_path / "run", make_trace)
+    _name_runs(root, ("c3" * 8, "c3" * 8))
+    reads: list[Path] = []
+    real = kineto.read_bytes
+
+    def counted(path: Path):
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(kineto, "read_bytes", counted)
     first = load_run(root, workers=1)
-
-    def no_read(*args, **kwargs):
-        raise AssertionError("a cached load must not read a trace for its run id")
-
-    monkeypatch.setattr("tracekit.trace.provenance.trace_run_id", no_read)
     second = load_run(root, workers=1)
 
-    assert second.events.equals(first.events)
-    assert len(list((root / CACHE_DIR_NAME).glob("*.run-id.json"))) == 2
+    assert sorted(path.name for path in reads) == ["rank0.json.gz", "rank1.json.gz"]
+    assert {info.run_id for info in first.traces} == {info.run_id for info in second.traces} == {"c3" * 8}
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_two_runs_named_only_by_their_trace_names_are_refused(tmp_path: Path, make_trace, cached: bool) -> None:
+    root = _two_ranks(tmp_path / "run", make_trace)
+    if cached:
+        _name_runs(root, ("d4" * 8, "d4" * 8))
+        load_run(root, workers=1)
+    _name_runs(root, ("d4" * 8, "e5" * 8))
+
+    with pytest.raises(TracekitError, match="two runs mixed.*run d4d4d4d4.*run e5e5e5e5"):
+        load_run(root, workers=1)
 
 
 def test_a_rewritten_trace_is_read_again_for_its_run_id(tmp_path: Path, make_trace) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from collectors.aside import run_id_in
 from tracekit.errors import TracekitError
 from tracekit.trace.columnar import read_columnar, read_objects
 from tracekit.trace.schema import EVENT_SCHEMA
@@ -46,6 +47,8 @@ class TraceInfo:
     base_ns: int
     """``baseTimeNanoseconds`` added to every timestamp (0 when absent)."""
     event_count: int
+    run_id: str | None
+    """The run id the trace's own text carries (``collectors.aside.run_id_in``); None: none."""
     warnings: tuple[str, ...]
 
 
@@ -259,6 +262,7 @@ def _linked_by_flow(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
 def read_trace(path: Path) -> tuple[pl.DataFrame, TraceInfo]:
     """Parse one trace file into (event table, trace facts); TracekitError names the file and the fault."""
     text = read_bytes(path)
+    run_id = run_id_in(memoryview(text), memoryview(text))
     parsed = read_columnar(text, _reduce)
     if parsed is None:
         header, raw = read_objects(text, path)
@@ -313,6 +317,7 @@ def read_trace(path: Path) -> tuple[pl.DataFrame, TraceInfo]:
         host_name=header.get("host_name") if isinstance(header.get("host_name"), str) else None,
         base_ns=base_ns,
         event_count=count,
+        run_id=run_id,
         warnings=tuple(warnings),
     )
     return frame, info

@@ -8,7 +8,8 @@ finds, for each trace cut off by a signal or a crash, the start of its unfinishe
 (``RankSteps.unfinished``): the analysis leaves out everything from there on, so a step that did
 not finish is never counted.
 
-Each trace also carries its run id itself (``collectors.aside.trace_run_id``), so traces of two
+Each trace also carries its run id itself (``collectors.aside.run_id_in``, read with its events:
+``TraceInfo.run_id``), so traces of two
 runs copied together without their sidecars are refused too. Traces with neither a sidecar nor a
 run id (other tools' captures) are taken as they are. Not for reading the trace
 events (``tracekit.trace.kineto``) nor for the manifest (``collectors.manifest``).
@@ -16,7 +17,6 @@ events (``tracekit.trace.kineto``) nor for the manifest (``collectors.manifest``
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +24,6 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from collectors.aside import trace_run_id
 from collectors.labels import step_label
 from collectors.manifest import Manifest, RankMeta, SchemaError, parse_rank_meta, sidecar_name
 from tracekit.errors import TracekitError
@@ -69,42 +68,6 @@ def _describe(key: tuple[str | None, int | None, str | None]) -> str:
     return f"{named} (world size {world_size}, schedule {schedule or '?'})"
 
 
-def trace_run_ids(files: list[Path], memo: Path | None = None) -> dict[Path, str | None]:
-    """Trace file -> the run id it carries itself (``collectors.aside.trace_run_id``).
-
-    Only the collector's own file names are read to their end for an older trace's ``traceName``;
-    other tools' traces are read for their header alone. ``memo``: a cache directory where each
-    file's id is kept under its name, size and mtime, so a second load reads no trace again (a trace
-    without the id in its header is otherwise read to its end, every time).
-    """
-    return {path: _run_id(path, memo) for path in files}
-
-
-def _run_id(path: Path, memo: Path | None) -> str | None:
-    read_to_end = bool(_COLLECTOR_TRACE.match(path.name))
-    if memo is None:
-        return trace_run_id(path, read_to_end=read_to_end)
-    try:
-        stat = path.stat()
-    except OSError:
-        return trace_run_id(path, read_to_end=read_to_end)
-    kept = memo / f"{path.name}.{stat.st_size}-{stat.st_mtime_ns}.run-id.json"
-    try:
-        found = orjson.loads(kept.read_bytes())["run_id"]
-        if found is None or isinstance(found, str):
-            return found
-    except (OSError, ValueError, KeyError, TypeError):  # absent or damaged: read the trace again
-        pass
-    run_id = trace_run_id(path, read_to_end=read_to_end)
-    partial = kept.with_name(f"{kept.name}.tmp-{os.getpid()}")
-    try:
-        partial.write_bytes(orjson.dumps({"run_id": run_id}))
-        os.replace(partial, kept)
-    except OSError:  # a cache that cannot be written costs the next load a read, nothing else
-        partial.unlink(missing_ok=True)
-    return run_id
-
-
 def check_one_capture(
     metas: dict[Path, RankMeta],
     manifest: Manifest | None,
@@ -113,7 +76,7 @@ def check_one_capture(
 ) -> None:
     """TracekitError naming each run's files when the traces (or run.json) come from more than one capture.
 
-    ``run_ids``: the run id each trace file carries itself (``trace_run_ids``), which names a trace's
+    ``run_ids``: the run id each trace file carries itself (``TraceInfo.run_id``), which names a trace's
     run when it has no sidecar, and wins over its sidecar's when the two disagree.
     """
     runs: dict[tuple[str | None, int | None, str | None], list[str]] = {}

@@ -38,7 +38,6 @@ from tracekit.trace.provenance import (
     cut_points,
     cut_warning,
     read_sidecars,
-    trace_run_ids,
 )
 from tracekit.trace.schema import EVENT_SCHEMA, EVENT_SCHEMA_VERSION, empty_events, validate_events
 
@@ -318,7 +317,7 @@ def assemble_run(
     where only the workers that wrote them can read them.
     """
     infos = [info for _, info in results]
-    check_one_capture(metas, manifest, root, trace_run_ids(files, cache_dir_of(root)))
+    check_one_capture(metas, manifest, root, {info.path: info.run_id for info in infos})
     world_size = _check_one_run(infos, manifest, root)
     order = sorted(range(len(results)), key=lambda index: infos[index].rank)
     present = {info.rank for info in infos}
