@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from diff.diff_runs import JOBS, SLOW_LINK, SLOW_RANK, SLOW_W_RANK
+from diff.diff_runs import JOBS, SLOW_LINK, SLOW_RANK, SLOW_W_MS, SLOW_W_RANK
 from stragglers.straggler_runs import record_all
 
 import tracekit
@@ -65,9 +65,13 @@ def test_a_slower_w_with_slack_shows_its_change_at_little_price(runs) -> None:
     result = _diff(runs, "zbv-base", "zbv-slow-w")
     w = result.explanation.rows.filter((pl.col("rank") == SLOW_W_RANK) & (pl.col("kind") == "W"))
     own, saving = w["own_change_ms"].sum(), w["saving_ms"].sum()
-    # Each of the rank's 32 W per step sleeps 0.5 ms more: well over 5 ms of its own time per step.
-    assert own >= 5.0, w
-    assert saving <= 0.3 * own, w
+    # Each of the rank's 16 W per step (8 micro-batches, stages 0 and 7) sleeps 0.5 ms more: 8 ms of
+    # its own time per step, at least half of it seen beyond the noise each op keeps.
+    assert own >= 0.5 * 16 * SLOW_W_MS, w
+    # Few of them are on the step's critical path (the W that ends it among them); the others fill
+    # waits. Measured over 11 pairs of captures with both cores busy: 3% to 30% of the own change
+    # (quiet: 10% and 25%); a W on the critical ranks 1 to 3 costs half its own change.
+    assert saving <= 0.4 * own, w
     out = _cli(str(runs["zbv-base"]), str(runs["zbv-slow-w"]), "--format", "markdown")
     assert out.returncode == 0, out.stderr
     assert f"rank {SLOW_W_RANK} stage 0 W" in out.stdout or f"rank {SLOW_W_RANK} stage 7 W" in out.stdout

@@ -5,8 +5,10 @@ NEW is replayed as recorded: every op occupies its duration plus its gap
 one thing back at BASE's speed and replays again; what it saves is what that thing costs NEW:
 
 - a *group* (``RANK_KEY``: rank, stage, kind; ``STAGE_KEY`` when the runs are compared with
-  ``allow_different``): every NEW op of the group scaled by ``base_median_ms / new_median_ms``
-  (its noise stays, its systematic change goes; a group that got faster costs negative time);
+  ``allow_different``): every NEW op of the group put at BASE's median speed
+  (``tracekit.whatif.speed``: an op at or below the group's median scales by
+  ``base_median_ms / new_median_ms``, one above keeps its excess; its noise stays, its systematic
+  change goes; a group that got faster costs negative time);
 - a *rank*: all of that rank's groups together (``RANK_KEY`` only);
 - a *link* (an unordered rank pair, ``tracekit.stragglers.links``): every transfer's exposed
   latency scaled by ``base_latency_ms / new_latency_ms``, so each consumer starts that much sooner
@@ -48,6 +50,7 @@ import polars as pl
 from tracekit.changes.shape import RANK_KEY
 from tracekit.whatif.case import ReplayCase
 from tracekit.whatif.counterfactuals import Change, Counterfactuals, rows_by
+from tracekit.whatif.speed import at_speed
 
 EXPLAINED_SCHEMA: dict[str, pl.DataType] = {
     "level": pl.String(),
@@ -154,14 +157,15 @@ def explain(
     )
     groups = groups.drop("ops").join(_medians(ops, columns).select(*columns, "ops"), on=columns)
     factor = np.ones(ops.height)
+    median = np.zeros(ops.height)
     rows_of = rows_by(ops, columns)
     entries: list[dict] = []
     changes: list[Change] = []
     for group in groups.iter_rows(named=True):
         values = tuple(group[c] for c in columns)
         rows = rows_of[values]
-        factor[rows] = group["factor"]
-        scaled = duration[rows] * group["factor"]
+        factor[rows], median[rows] = group["factor"], group["new_ms"]
+        scaled = at_speed(duration[rows], factor[rows], median[rows])
         changes.append(Change(rows, case.occupied_ms(scaled, rows)))
         fields = dict(zip(key, values))
         entries.append(
@@ -214,7 +218,7 @@ def explain(
     if key == RANK_KEY:
         by_rank = rows_by(ops, ["rank"])
         for (rank,), rows in sorted(by_rank.items()):
-            scaled = duration[rows] * factor[rows]
+            scaled = at_speed(duration[rows], factor[rows], median[rows])
             changes.append(Change(rows, case.occupied_ms(scaled, rows)))
             entries.append(
                 {
@@ -226,7 +230,7 @@ def explain(
                 }
             )
     every = np.arange(ops.height)
-    changes.append(Change(every, np.maximum(duration * factor + gap - cut, 0.0)))
+    changes.append(Change(every, np.maximum(at_speed(duration, factor, median) + gap - cut, 0.0)))
     replayed = replays.step_times(changes)
     savings = realized_ms - replayed.mean(axis=1)
     for entry, saving in zip(entries, savings[:-1]):

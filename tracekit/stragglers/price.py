@@ -1,9 +1,11 @@
 """What a straggler costs: the step time saved when only that rank runs at its ideal speed.
 
-Each (rank, stage, kind) is scaled, action by action, by ``ideal_ms / own_median_ms`` of the one
-ideal (``tracekit.analysis.ideal``: the lower of its own median and its reference, so the factor
-is ``reference_ms / median_ms`` where it is slower than its reference and 1 where it is not: the
-rank's noise stays, its systematic slowness goes). The run is replayed with the
+Each (rank, stage, kind) is put at ``ideal_ms / own_median_ms`` of its speed, action by action, by
+the one ideal (``tracekit.analysis.ideal``: the lower of its own median and its reference, so the
+factor is ``reference_ms / median_ms`` where it is slower than its reference and 1 where it is
+not). An action at or below its median scales by the factor; one above keeps its excess over the
+median (``tracekit.whatif.speed``): the rank's noise stays, its systematic slowness goes, and a
+straggler is not credited with the descheduling its peers suffer as well. The run is replayed with the
 what-if timing engine (``tracekit.whatif``) and the saving is the realized replayed step time minus
 the replayed one, averaged over steps. Each op occupies its duration plus its gap (``gap_ms``: how
 long after it was ready it started: transfer latency, launch and host work between actions;
@@ -25,6 +27,7 @@ import polars as pl
 from tracekit.analysis.ideal import Ideal
 from tracekit.whatif.case import ReplayCase
 from tracekit.whatif.counterfactuals import Change, Counterfactuals, rows_by
+from tracekit.whatif.speed import at_speed
 
 
 JUDGED_BASES = ("peers", "expected")
@@ -69,13 +72,20 @@ class Pricer:
         self.case = case
         self.real = case.ops["duration_ms"].to_numpy()
         self.factors = factors
+        # Each op's group median on the clock its duration is on (the factor is a ratio of either clock).
+        self.medians = (
+            case.ops.select(pl.col("duration_ms").median().over("rank", "stage", "optype", "work"))
+            .to_series()
+            .to_numpy()
+        )
         self._replays = Counterfactuals(case, case.occupied_ms(self.real))
         self.realized_ms = float(self._replays.base_steps.mean())
 
     def savings_ms(self, row_sets: Sequence[np.ndarray]) -> list[float]:
         """Per set of op rows: the mean replayed step time saved when those ops run at reference speed."""
         changes = [
-            Change(rows, self.case.occupied_ms(self.real[rows] * self.factors[rows], rows)) for rows in row_sets
+            Change(rows, self.case.occupied_ms(at_speed(self.real[rows], self.factors[rows], self.medians[rows]), rows))
+            for rows in row_sets
         ]
         # A set already at reference speed has nothing to give back: 0 without a replay.
         moving = [index for index, rows in enumerate(row_sets) if not (self.factors[rows] == 1.0).all()]
