@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from tracekit.analysis.pipelines import PipelineLayout
-from tracekit.cli.options import out_option, pipelines_option, scheduler_option
+from tracekit.cli.options import explain_option, out_option, pipelines_option, scheduler_option, wide_option
 from tracekit.cli.output import Format, emit
 from tracekit.cli.progress import analyse_with_progress
 from tracekit.perrank.engine import Engine
@@ -46,6 +46,8 @@ FORMATS = ("table", "json", "markdown")
 @pipelines_option
 @out_option
 @scheduler_option
+@explain_option
+@wide_option
 def command(
     base: Path,
     new: Path,
@@ -55,6 +57,8 @@ def command(
     pipelines: PipelineLayout | None,
     out_dir: Path | None,
     engine: Engine | None,
+    explain: bool,
+    wide: bool,
 ) -> None:
     """What changed from BASE to NEW (two captures of one job, or two op-tables), priced in step time."""
     config = AnalysisConfig(pipelines=pipelines)
@@ -70,7 +74,7 @@ def command(
         if out_dir is not None:
             emit(diff_result(result, fail_over), Format.JSON, out_dir)
     else:
-        emit(diff_result(result, fail_over), Format(fmt), out_dir)
+        emit(diff_result(result, fail_over), Format(fmt), out_dir, explain=explain, wide=wide)
     if fail_over is not None:
         failed, line = gate_line(result, fail_over)
         click.echo(f"tracekit diff: {line}", err=True)

@@ -223,18 +223,15 @@ def diff_result(result: RunDiff, fail_over_pct: float | None = None) -> Result:
     shown = shown_rows(result)
     tables = [
         Table(
-            headline(result),
+            "each run's steps",
             steps,
-            notes=(
-                f"base: {result.base.source}; new: {result.new.source}",
-                f"noise: {definitions(result)['noise']}",
-            ),
+            notes=(f"base: {result.base.source}; new: {result.new.source}",),
             name="steps",
         ),
         Table(
             _explained_title(result),
             shown.select(_EXPLAINED_COLUMNS),
-            notes=(*_totals_notes(result), f"saving: {SAVING_DEFINITION}"),
+            notes=_totals_notes(result),
             name="explained",
             shown=not shown.is_empty(),
         ),
@@ -245,7 +242,13 @@ def diff_result(result: RunDiff, fail_over_pct: float | None = None) -> Result:
         tables.append(Table("per rank: bubble (% of the step windows) and busy time per step", _rank_view(result.ranks),
                             name="ranks"))  # fmt: skip
     tables.append(Table("every explained row", result.explanation.rows, name="explained_all", shown=False))
-    return Result(payload=diff_payload(result, fail_over_pct), tables=tuple(tables), warnings=result.warnings)
+    return Result(
+        payload=diff_payload(result, fail_over_pct),
+        tables=tuple(tables),
+        warnings=result.warnings,
+        headline=(headline(result),),
+        definitions=tuple(f"{name}: {text}" for name, text in definitions(result).items()),
+    )
 
 
 def _markdown_table(frame: pl.DataFrame) -> str:
