@@ -129,6 +129,7 @@ class LiveTimer:
         """Set by the recorder while torch.profiler runs: such steps are marked, their timing is not typical."""
         self._stage_work: list[list[int]] | None = None
         self._pipeline_group: list[int] | None = None
+        self._schedule_class: str | None = None
 
     # -- timing -------------------------------------------------------------------------------
     def _mark(self) -> Any:
@@ -153,7 +154,7 @@ class LiveTimer:
     def begin_step(self, step: int, describe: Callable[[], Any] | None = None) -> None:
         """Called as a training step starts; ``describe`` gives the schedule (its stages' work), read once."""
         if self._stage_work is None and describe is not None:
-            self._stage_work, self._pipeline_group = _described(describe)
+            self._stage_work, self._pipeline_group, self._schedule_class = _described(describe)
         if self._cuda is None:
             self._cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
         self._actions = []
@@ -195,6 +196,8 @@ class LiveTimer:
         }
         if self._pipeline_group is not None:
             summary["pg"] = self._pipeline_group
+        if self._schedule_class is not None:
+            summary["sc"] = self._schedule_class
         if not self._cuda:
             summary["a"] = [[s, k, m, a, b, int(o)] for s, k, m, a, b, o in self._actions]
             self._send(summary)
@@ -327,16 +330,22 @@ class LiveTimer:
             )
 
 
-def _described(describe: Callable[[], Any]) -> tuple[list[list[int]], list[int] | None]:
+def _described(describe: Callable[[], Any]) -> tuple[list[list[int]], list[int] | None, str | None]:
     """[stage, params, embedding_params, layers] of this rank's stages (collectors.work), counted once,
-    and the global ranks of its pipeline's process group (collectors.groups; None when unknown)."""
+    the global ranks of its pipeline's process group (collectors.groups; None when unknown) and the
+    schedule's class (None when unknown)."""
     try:
         info = describe()
         work = [[w.stage, w.params, w.embedding_params, w.layers] for w in getattr(info, "stage_work", ())]
         group = getattr(info, "pipeline_group", None)
-        return work, None if group is None else [int(rank) for rank in group]
+        class_name = getattr(info, "class_name", None)
+        return (
+            work,
+            None if group is None else [int(rank) for rank in group],
+            class_name if isinstance(class_name, str) else None,
+        )
     except Exception:  # noqa: BLE001 - an unknown schedule version must not stop training
-        return [], None
+        return [], None, None
 
 
 def _numeric_host(address: str) -> bool:

@@ -13,7 +13,8 @@ Rank → aggregator:
   dropped so far, "a": [[stage, kind, microbatch, start offset ns, end offset ns, overlapped 0|1],
   ...], "sw": [[stage, params, embedding_params, layers], ...] (the stage work of collectors.work),
   "pg": [global ranks of the rank's pipeline process group, by group rank] (collectors.groups;
-  absent when unknown)}``: one per training step; offsets count from ``t0``;
+  absent when unknown), "sc": the schedule's class, as run.json's ``schedule.class`` (absent when
+  unknown)}``: one per training step; offsets count from ``t0``;
 - ``{"t": "bye", "v": 1, "r": rank, "s": steps run, "x": dropped}``: the rank's process exits.
 
 Aggregator → rank: ``{"t": "ack"}`` (someone listens) and ``{"t": "capture", "first_step": s,

@@ -6,91 +6,28 @@ measured step) and its rank savings, the dashboard's timelines and straggler mar
 assessment of the same actions (cut into the summaries ranks send, as the live tests do) agree to
 the last digit, or to the nanosecond where a figure went through a ns timeline. The ideal: the
 what-if's ideal step is the dashboard's ideal timeline, and every printed definition of "ideal" is
-``IDEAL_DEFINITION``.
+``IDEAL_DEFINITION``. The same check (``step_agreement``) runs on a real ``tracekit record --live``
+capture in ``live/test_live_runs.py``.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import polars as pl
 import pytest
 from click.testing import CliRunner
-from live.live_samples import summaries_of
+from step_agreement import assert_one_step_time
 
-from dashboards.build import IDEAL_NOTE, build_page
-from dashboards.encoding import inline
 from tracekit.analysis.ideal import IDEAL_DEFINITION, OSDI25_DEFINITION
 from tracekit.cli.main import cli
-from tracekit.live.assess import LiveConfig, assess_interval, flagged_stragglers
-from tracekit.run_analysis import analyse
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(path.name for path in (REPO / "sample_traces").iterdir() if (path / "run.json").exists())
-NS_MS = 1e-6
-"""A figure that went through a ns timeline is within a nanosecond of the replay's."""
-DRAWN_MS = 0.5e-4 + NS_MS
-"""The page embeds numbers to 4 decimals (``dashboards.encoding.inline``)."""
-
-
-def _drawn(value: float) -> float:
-    """``value`` rounded as the page embeds it."""
-    return inline(pl.DataFrame({"value": [value]}))["values"][0]["value"]
-
-
-def _json(*args: str) -> dict:
-    result = CliRunner().invoke(cli, [*args, "--format", "json"], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-def _dataset(page, key: str) -> list[dict]:
-    (view,) = [view for section in page.sections for view in section.views if view.key == key]
-    (rows,) = view.spec["datasets"].values()
-    return rows
 
 
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_every_output_states_one_step_time_and_one_saving_per_rank(sample: str) -> None:
-    source = str(REPO / "sample_traces" / sample)
-    report, stragglers, whatif = (_json(command, source) for command in ("report", "stragglers", "whatif"))
-    analysis = analyse(source)
-    page = build_page(analysis)
-    live = assess_interval(
-        0, summaries_of(analysis.actions, sample=f"sample_traces/{sample}"), set(analysis.facts.ranks_present), LiveConfig()
-    )
-
-    # The step: report's windows, what-if's measured and realized step, stragglers' and live's step.
-    windows = dict(sorted({(row["step"], row["window"]) for row in report["steps"]}))
-    assert [row["measured_ms"] for row in whatif["steps"]] == list(windows.values())
-    step_ms = whatif["measured_step_time"]
-    assert whatif["replay"] == "recorded"
-    assert whatif["realized_step_time"] == pytest.approx(step_ms, abs=NS_MS)
-    assert {row["step_ms"] for row in stragglers["ranks"]} == {step_ms}
-    assert live.step_ms == step_ms
-    # The dashboard's realized timeline spans the first step's window.
-    drawn = _dataset(page, "timeline")
-    realized_end = max(row["end_ms"] for row in drawn if row["timeline"] == "realized")
-    assert realized_end == pytest.approx(next(iter(windows.values())), abs=DRAWN_MS)
-
-    # One saving per rank: stragglers' price is what-if's, live's table and alerts, the dashboard's marks.
-    savings = {row["rank"]: row["saving_ms"] for row in stragglers["ranks"]}
-    assert {row["rank"]: row["saving_ms"] for row in whatif["rank_savings"]} == savings
-    assert dict(live.ranks.select("rank", "saving_ms").iter_rows()) == savings
-    alerts = flagged_stragglers(live)
-    assert {alert["rank"]: alert["saving_ms"] for alert in alerts} == {
-        row["rank"]: round(row["saving_ms"], 3) for row in stragglers["ranks"] if row["flagged"]
-    }
-    marked = {row["rank"]: row["straggler_ms"] for row in _dataset(page, "utilization") if row.get("straggler_ms")}
-    assert marked == {row["rank"]: _drawn(row["saving_ms"]) for row in stragglers["stragglers"]}
-
-    # One ideal: what-if's ideal step is the dashboard's ideal timeline, and its definition is quoted.
-    ideal_end = max(row["end_ms"] for row in drawn if row["timeline"] == "ideal")
-    assert ideal_end == pytest.approx(whatif["steps"][0]["ideal_ms"], abs=DRAWN_MS)
-    assert analysis.ideal_timeline.step_ms.tolist() == [row["ideal_ms"] for row in whatif["steps"]]
-    assert whatif["definitions"]["ideal"] == IDEAL_DEFINITION
-    assert IDEAL_DEFINITION in IDEAL_NOTE
+    assert_one_step_time(REPO / "sample_traces" / sample)
 
 
 def test_every_definition_of_the_ideal_in_the_docs_and_help_is_the_constant() -> None:

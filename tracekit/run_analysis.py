@@ -190,16 +190,18 @@ class RunAnalysis:
         source: str = "realized actions",
         stage_work: pl.DataFrame | None = None,
         world_size: int | None = None,
+        schedule_class: str | None = None,
     ) -> RunAnalysis:
         """The analysis of a realized-actions frame (``REALIZED_SCHEMA``, one clock) without traces.
 
         ``world_size``: the job's ranks, for frames without a manifest (ranks missing from the frame
-        are then listed as unjudged).
+        are then listed as unjudged); ``schedule_class``: the schedule's class, for frames without a
+        manifest (it decides the replay's peer waits, ``tracekit.whatif.pipeline``).
         """
         return cls(
             source=Path(source),
             config=config or AnalysisConfig(),
-            data=ActionsSource(actions, manifest, stage_work, world_size),
+            data=ActionsSource(actions, manifest, stage_work, world_size, schedule_class),
         )
 
     @property
@@ -339,12 +341,13 @@ class RunAnalysis:
         """The dependency graph and op instances (``tracekit.whatif.pipeline`` / ``megatron``)."""
         from tracekit.whatif.megatron import megatron_case  # here: the op-table path loads yaml
         from tracekit.whatif.optable import find_meta, read_meta, read_optable
-        from tracekit.whatif.pipeline import pipeline_case_nodes  # here: see the imports at the top
+        from tracekit.whatif.pipeline import COMMIT_AND_WAIT_CLASSES, pipeline_case_nodes  # here: see the top
 
         if isinstance(self.data, OpTableSource):
             job = read_meta(self.data.meta if self.data.meta is not None else find_meta(self.source))
             return Replay(megatron_case(read_optable(self.source), job, str(self.source)), ())
-        case, warnings, node_of_action = pipeline_case_nodes(self.actions, str(self.source))
+        waits = self.schedule_class in COMMIT_AND_WAIT_CLASSES
+        case, warnings, node_of_action = pipeline_case_nodes(self.actions, str(self.source), waits)
         return Replay(case, warnings, node_of_action)
 
     @property
@@ -594,6 +597,13 @@ class RunAnalysis:
     def manifest(self) -> Manifest | None:
         """The collector's run.json; None for op-tables and runs captured by other tools."""
         return self.data.manifest
+
+    @property
+    def schedule_class(self) -> str | None:
+        """The schedule's class (``ScheduleInterleaved1F1B``, ``DualPipe``): the manifest's, else the one given."""
+        if self.manifest is not None and self.manifest.schedule is not None:
+            return self.manifest.schedule.class_name
+        return self.data.given_schedule_class if isinstance(self.data, ActionsSource) else None
 
 
 

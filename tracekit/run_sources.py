@@ -89,6 +89,8 @@ class ActionsSource:
     """Per-stage work (``tracekit.analysis.work``); None: the manifest's."""
     given_world_size: int | None = None
     """The job's ranks when there is no manifest (live intervals)."""
+    given_schedule_class: str | None = None
+    """The schedule's class when there is no manifest (live intervals: the ranks' summaries name it)."""
     kind: SourceKind = "actions"
 
     @property

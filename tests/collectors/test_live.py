@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
@@ -44,6 +45,18 @@ def test_a_step_summary_carries_every_action_in_the_aggregators_format(listener:
     assert forward[4] - forward[3] >= 2_000_000
     assert summary.comm_ns >= 1_000_000 and summary.duration_ns >= forward[4]
     assert summary.actions[1][3:5] == summary.actions[2][3:5]
+
+
+def test_a_described_schedule_sends_its_stage_work_group_and_class(listener: socket.socket) -> None:
+    work = SimpleNamespace(stage=1, params=10, embedding_params=0, layers=2)
+    info = SimpleNamespace(stage_work=(work,), pipeline_group=(0, 1, 2, 3), class_name="DualPipe")
+    timer = _timer("%s:%d" % listener.getsockname())
+    timer.begin_step(0, describe=lambda: info)
+    timer.end_step(0)
+    summary = parse_summary(live_wire.decode(listener.recv(65536)))
+    assert (summary.stage_work, summary.pipeline_group, summary.schedule_class) == (
+        ((1, 10, 0, 2),), (0, 1, 2, 3), "DualPipe"
+    )
 
 
 def test_actions_inside_a_pair_are_its_halves(listener: socket.socket) -> None:

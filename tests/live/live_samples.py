@@ -27,12 +27,14 @@ def _sample_stage_work(sample: str) -> dict[int, tuple[int, int, int, int]]:
 def summaries_of(actions: pl.DataFrame, host: str = "host-a", sample: str = SAMPLE_1F1B) -> list[StepSummary]:
     """One StepSummary per (rank, step) of a realized-actions frame, as a rank would have sent it.
 
-    ``sample`` is the committed run the actions come from. Each carries the work of its stages as
-    the sample recorded it (the collector sends it with
-    every summary), so a live interval is judged against the same references as the offline run.
+    ``sample`` is the committed run the actions come from. Each carries the work of its stages and
+    the schedule's class as the sample recorded them (the collector sends both with every summary),
+    so a live interval is judged against the same references, on the same replay, as the offline run.
     """
     work = _sample_stage_work(sample)
-    world_size = _recorded(sample)["world_size"]
+    recorded = _recorded(sample)
+    world_size = recorded["world_size"]
+    schedule_class = (recorded.get("schedule") or {}).get("class")
     summaries = []
     for (rank, step), rows in actions.sort("rank", "step", "start_ns").group_by(
         "rank", "step", maintain_order=True
@@ -63,6 +65,7 @@ def summaries_of(actions: pl.DataFrame, host: str = "host-a", sample: str = SAMP
                     for r in rows.iter_rows(named=True)
                 ),
                 stage_work=tuple(work[stage] for stage in sorted(set(rows["stage"].to_list())) if stage in work),
+                schedule_class=schedule_class,
             )
         )
     return summaries

@@ -57,6 +57,7 @@ def test_steps_missing_a_rank_or_profiled_are_not_judged(sample_actions: pl.Data
         ({"s": -1}, "step"),
         ({"pg": []}, "bad pipeline group"),
         ({"pg": [0, "1"]}, "pipeline group rank"),
+        ({"sc": 3}, "bad schedule class"),
     ],
 )
 def test_a_malformed_summary_is_refused_with_its_fault(change: dict, fault: str) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from live_runs import TRACEKIT, job, record_live, wait_for
+from step_agreement import assert_one_step_time
 
 from tracekit.live.session import AGGREGATOR_FAILED_EXIT
 
@@ -62,6 +63,9 @@ def test_a_rank_turning_slow_is_named_with_stage_kind_and_saving_then_captured(
     assert done.returncode == 0, done.stderr
     named = {row["rank"] for row in json.loads(done.stdout)["stragglers"]}
     assert named == {slow_rank}
+    # The capture states one step time and one saving per rank in every output, live's assessment of
+    # its actions included, as every sample run does.
+    assert_one_step_time(directory)
 
 
 def _free_port() -> int:

@@ -18,7 +18,7 @@ from tracekit.schedule.engine import simulate
 from tracekit.schedule.registry import generate
 from tracekit.whatif.attribution import what_if
 from tracekit.analysis.dependencies import cross_rank_dependencies
-from tracekit.whatif.pipeline import pipeline_case
+from tracekit.whatif.pipeline import COMMIT_AND_WAIT_CLASSES, _peer_wait_edges, pipeline_case
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 SAMPLE_RUNS = (
@@ -163,3 +163,32 @@ def test_what_if_attributes_to_the_slow_replica_its_stage_and_worker() -> None:
     assert next(iter(result.by_stage)) == 2 and next(iter(result.by_rank)) == 6
     assert result.by_dp_rank[1] == pytest.approx(result.slowdown)
     assert result.by_dp_rank[0] == pytest.approx(1.0)
+
+
+def test_peer_waits_join_a_sender_to_its_receiver_only_where_the_recorded_run_kept_them() -> None:
+    # Rank 0 runs a (0-10) then b (20-30); rank 1 runs c (0-15) then d (16-25), d reading a's output.
+    lanes = np.array([[0, 0], [0, 0], [0, 1], [0, 1]])
+    start, end = np.array([0, 20, 0, 16]), np.array([10, 30, 15, 25])
+    edges = _peer_wait_edges(lanes, start, end, np.array([0]), np.array([3]))
+    # b waited for rank 1 to post its receive (c ended at 15, before b started at 20); no receive
+    # was queued ahead of d (a ended at 10, after c had started at 0).
+    assert edges.tolist() == [[2, 1]]
+    # Had b started before c ended, rank 0 did not wait for it: no edge.
+    assert _peer_wait_edges(lanes, np.array([0, 12, 0, 16]), end, np.array([0]), np.array([3])).size == 0
+    # A transfer within one rank, or without a next / previous action, adds nothing.
+    assert _peer_wait_edges(lanes, start, end, np.array([0]), np.array([1])).size == 0
+    assert _peer_wait_edges(lanes, start, end, np.array([1]), np.array([2])).size == 0
+
+
+def test_deepseek_dualpipe_replays_its_peer_waits_and_still_reruns_the_recorded_steps() -> None:
+    analysis = analyse(SAMPLES / "deepseek-dualpipe")
+    assert analysis.schedule_class in COMMIT_AND_WAIT_CLASSES
+    with_waits = analysis.case
+    without, _ = pipeline_case(analysis.actions, "deepseek-dualpipe")
+    assert with_waits.graph.sources.size > without.graph.sources.size
+    # Every op still waits for at least what it did, so its gap to being ready is no larger.
+    assert (with_waits.ops["gap_ms"].to_numpy() <= without.ops["gap_ms"].to_numpy() + 1e-9).all()
+    occupied = np.maximum(with_waits.ops["duration_ms"].to_numpy() + with_waits.ops["gap_ms"].to_numpy(), 0.0)
+    assert with_waits.replay_step_times(occupied) == pytest.approx(with_waits.measured_ms(), abs=1e-6)
+    # torch's schedules wait for their own receives alone.
+    assert analyse(SAMPLES / "dualpipev").schedule_class not in COMMIT_AND_WAIT_CLASSES

@@ -149,12 +149,15 @@ def assess_interval(
         clock = estimate_offsets(actions, hosts)
         actions = apply_offsets(actions, clock.rank_offset_ns)
     source = f"live interval {index}"
+    classes = {s.schedule_class for s in kept if s.schedule_class is not None}
     analysis = RunAnalysis.of_actions(
         actions,
         config=AnalysisConfig(stragglers=config.stragglers),
         source=source,
         stage_work=stage_work_frame(stage_work_entries(kept), source),
         world_size=max(ranks) + 1,
+        # One schedule runs on every rank; ranks that disagree (never seen) get no peer waits.
+        schedule_class=classes.pop() if len(classes) == 1 else None,
     )
     warnings.extend(analysis.replay.warnings)
     scored = analysis.stragglers

@@ -67,6 +67,8 @@ class StepSummary:
     """(stage, params, embedding_params, layers) of the rank's stages (``collectors.work``)."""
     pipeline_group: tuple[int, ...] | None = None
     """Global ranks of the rank's pipeline process group, by group rank (``collectors.groups``); None when unknown."""
+    schedule_class: str | None = None
+    """The schedule's class (run.json's ``schedule.class``); None when unknown."""
 
 
 def _int(value: Any, what: str, low: int = 0) -> int:
@@ -106,6 +108,9 @@ def parse_summary(message: dict[str, Any]) -> StepSummary:
     if group is not None and (not isinstance(group, list) or not group):
         raise ValueError(f"bad pipeline group {group!r}")
     pipeline_group = None if group is None else tuple(_int(member, "pipeline group rank") for member in group)
+    schedule_class = message.get("sc")
+    if schedule_class is not None and not isinstance(schedule_class, str):
+        raise ValueError(f"bad schedule class {schedule_class!r}")
     return StepSummary(
         rank=rank,
         world_size=world,
@@ -121,6 +126,7 @@ def parse_summary(message: dict[str, Any]) -> StepSummary:
         actions=tuple(actions),
         stage_work=tuple(stage_work),  # type: ignore[arg-type]
         pipeline_group=pipeline_group,
+        schedule_class=schedule_class,
     )
 
 

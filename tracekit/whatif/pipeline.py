@@ -9,6 +9,18 @@ node: its halves run as one chunk). Edges:
   needs I), where a micro-batch's path is the stages it ran on in that step (DualPipe's two
   directions have paths 0..P-1 and P..2P-1).
 
+- peer waits (``waits_for_peers``, DeepSeek's DualPipe and DualPipeV: ``COMMIT_AND_WAIT_CLASSES``):
+  those schedules queue an action's sends until the next action, post them together with the
+  receives queued since, and wait for all of them before computing (``_commit_and_wait_comm``). A
+  point-to-point send completes only once its receiver has posted the matching receive (gloo's
+  unbound buffers and NCCL alike), and a receive may be queued an action ahead of the one that
+  reads it. So per transfer P -> C, two more edges: the action after P waits for C's rank to end
+  the action before C (the receiver reaching its receive), and the action before C waits for P
+  (a receive queued ahead). An edge is added only where the recorded run is consistent with it
+  (its source ended before its destination started), so it never invents a wait the run did not
+  allow; where the receive was not queued ahead, the second edge is slack in the recorded run
+  and may bind in a faster counterfactual, which errs towards a smaller saving.
+
 Producers are found by (step, replica, slot, stage, micro-batch), so a stage may run on any rank
 of its replica's pipeline (``replica``: the data-parallel replica, ``tracekit.analysis.pipelines``):
 dependencies never cross replicas. Steps are independent subgraphs, each replayed from 0; the
@@ -35,6 +47,10 @@ from tracekit.whatif.graph import GraphCycleError, dependency_graph
 
 PAIR_KIND = "F&B"
 """Op type of an overlapped forward/backward pair."""
+
+COMMIT_AND_WAIT_CLASSES = frozenset({"DualPipe", "DualPipeV"})
+"""Schedule classes (the manifest's ``class``) whose actions wait for their peers' sends and
+receives together: DeepSeek's ``dualpipe`` package (module docstring, peer waits)."""
 
 
 def _nodes(actions: pl.DataFrame, source: str) -> np.ndarray:
@@ -83,20 +99,48 @@ def _gaps_ns(nodes: pl.DataFrame, edges: np.ndarray) -> np.ndarray:
     return start - ready
 
 
-def pipeline_case(actions: pl.DataFrame, source: str) -> tuple[ReplayCase, tuple[str, ...]]:
+def pipeline_case(
+    actions: pl.DataFrame, source: str, waits_for_peers: bool = False
+) -> tuple[ReplayCase, tuple[str, ...]]:
     """The realized schedule as a replay case, and warnings (dependencies whose producer is absent)."""
-    case, warnings, _ = pipeline_case_nodes(actions, source)
+    case, warnings, _ = pipeline_case_nodes(actions, source, waits_for_peers)
     return case, warnings
 
 
+def _peer_wait_edges(
+    lanes: np.ndarray, start: np.ndarray, end: np.ndarray, producer: np.ndarray, consumer: np.ndarray
+) -> np.ndarray:
+    """The peer-wait edges (module docstring) of the cross-rank transfers ``producer`` -> ``consumer``.
+
+    ``lanes``: (step, rank) per node, nodes in lane order; ``start``, ``end``: per node, ns. Per
+    transfer: the consumer's previous node -> the producer's next node, and the producer -> the
+    consumer's previous node, each where both ends exist in the same step and the recorded run
+    kept it (source ended before destination started).
+    """
+    cross = lanes[producer, 1] != lanes[consumer, 1]
+    producer, consumer = producer[cross], consumer[cross]
+    after, before = producer + 1, consumer - 1
+    exists = (after < lanes.shape[0]) & (before >= 0)
+    after, before, producer, consumer = after[exists], before[exists], producer[exists], consumer[exists]
+    sender_next = (lanes[after] == lanes[producer]).all(axis=1)
+    receiver_previous = (lanes[before] == lanes[consumer]).all(axis=1)
+    posted = receiver_previous & sender_next & (end[before] <= start[after])
+    ahead = receiver_previous & (end[producer] <= start[before])
+    return np.concatenate(
+        [np.stack([before[posted], after[posted]], axis=1), np.stack([producer[ahead], before[ahead]], axis=1)]
+    )
+
+
 def pipeline_case_nodes(
-    actions: pl.DataFrame, source: str
+    actions: pl.DataFrame, source: str, waits_for_peers: bool = False
 ) -> tuple[ReplayCase, tuple[str, ...], np.ndarray]:
     """``pipeline_case``, and per row of ``actions`` (in its order) its node: its op's row in ``ops``.
 
+    ``waits_for_peers``: add the peer-wait edges (module docstring) of a ``COMMIT_AND_WAIT_CLASSES`` schedule.
+
     A node spans its rows: it starts at their earliest start and ends at their latest end.
     """
-    actions = numbered_actions(actions, source)
+    given, actions = actions, numbered_actions(actions, source)
     rows = actions.with_columns(
         pl.Series("node", _nodes(actions, source)), pl.col("kind").eq("F").alias("is_forward"), PATH_ROLE
     )
@@ -126,10 +170,11 @@ def pipeline_case_nodes(
     producer = row_node[found["producer"].to_numpy()]
     consumer = row_node[found["consumer"].to_numpy()]
     distinct = producer != consumer
-    edges = np.unique(
-        np.concatenate([np.stack([follows - 1, follows], axis=1), np.stack([producer[distinct], consumer[distinct]], axis=1)]),
-        axis=0,
-    )
+    parts = [np.stack([follows - 1, follows], axis=1), np.stack([producer[distinct], consumer[distinct]], axis=1)]
+    if waits_for_peers:
+        start, end = nodes["start_ns"].to_numpy(), nodes["end_ns"].to_numpy()
+        parts.append(_peer_wait_edges(lanes, start, end, producer[distinct], consumer[distinct]))
+    edges = np.unique(np.concatenate(parts), axis=0)
     gaps_ns = _gaps_ns(nodes, edges)
     labels = [
         f"step {step} rank {rank} {what}" for step, rank, what in nodes.select("step", "rank", "what").iter_rows()
@@ -137,6 +182,10 @@ def pipeline_case_nodes(
     try:
         graph = dependency_graph(labels, edges[:, 0], edges[:, 1])
     except GraphCycleError as error:
+        if waits_for_peers:  # a peer wait against a transfer the clocks put backwards: replay without them
+            case, warnings, node_of_input = pipeline_case_nodes(given, source)
+            note = f"{source}: replayed without the schedule's peer waits, which close a cycle with clock skew: {error}"
+            return case, (*warnings, note), node_of_input
         raise TracekitError(f"realized order contradicts the pipeline dependencies: {error}", source) from None
     ops = (
         nodes.select(
