@@ -223,6 +223,60 @@ def _expected_share(figures: pl.DataFrame, part: str, ranks: set[int]) -> float:
     return statistics.median(shares) if shares else 0.0
 
 
+@dataclass(frozen=True)
+class _GpuBusy:
+    """A GPU rank's launch-bound share of its excess, and the busy time the rest is judged on."""
+
+    launch_ms: float
+    """Launch wait per step beyond the other ranks' rate at its reference time (at most the excess)."""
+    own_ms: float
+    reference_ms: float
+    evidence: str
+    """What ``compute`` quotes: GPU busy time against its reference."""
+    row: dict | None
+    """The ``launch-bound`` cause, when there is a launch share."""
+
+
+def _launch_share(
+    inputs: CauseInputs, rank: int, kinds: set[str], own: float, reference: float, saving_ms: float
+) -> _GpuBusy:
+    """``_GpuBusy`` from the launch-wait figures (``tracekit.stragglers.launch``); the whole GPU
+    time as busy when the run has none for ``rank``."""
+    plain = _GpuBusy(0.0, own, reference, f"{own:.1f} ms of GPU time per step against {reference:.1f} ms", None)
+    if inputs.launch is None or inputs.launch.is_empty():
+        return plain
+    figures = rank_launch(
+        inputs.launch.filter((pl.col("rank") != rank) | pl.col("kind").is_in(sorted(kinds)))
+    ).with_columns(*(pl.col(name) / pl.col("steps") for name in ("wall_ms", "busy_ms", "launch_wait_ms",
+                                                               "launching_ms")))  # fmt: skip
+    mine = figures.filter(pl.col("rank") == rank).to_dicts()
+    if not mine:
+        return plain
+    flagged = set(inputs.stragglers.flagged["rank"].to_list())
+    peers = set(figures["rank"].to_list()) - {rank}
+    peers = (peers - flagged) or peers
+    row, excess = mine[0], max(own - reference, 1e-9)
+    expected_wait = _expected_share(figures, "launch_wait_ms", peers) * reference
+    busy_reference = _expected_share(figures, "busy_ms", peers) * reference
+    launch = min(excess, max(0.0, row["launch_wait_ms"] - expected_wait))
+    launching = row["launching_ms"] / row["wall_ms"] if row["wall_ms"] > 0 else 0.0
+    cause = (
+        _row("rank", rank, "launch-bound",
+             f"{row['launch_wait_ms']:.1f} ms per step of GPU idle inside its actions waiting "
+             f"for its CPU to launch the next kernel, against {expected_wait:.1f} ms at the other "
+             f"ranks' rate; its CPU was still launching for {launching:.0%} of its actions' GPU time "
+             f"(GPU busy {row['busy_ms']:.1f} of {row['wall_ms']:.1f} ms)",
+             share=launch / excess, price_ms=launch / excess * saving_ms,
+             own_ms=row["launch_wait_ms"], reference_ms=expected_wait)
+        if launch > 0 else None
+    )  # fmt: skip
+    evidence = (
+        f"{row['busy_ms']:.1f} ms of GPU busy time per step (kernels, copies) against "
+        f"{busy_reference:.1f} ms at its reference"
+    )
+    return _GpuBusy(launch, row["busy_ms"], busy_reference, evidence, cause)
+
+
 def _gpu_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dict]:
     """A flagged rank on a GPU clock: launch-bound, throttle, and compute for the rest of its excess.
 
@@ -234,50 +288,19 @@ def _gpu_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dict]:
     steps = max(1, inputs.ops.filter(pl.col("rank") == rank)["step"].n_unique())
     own, reference, kinds = _reference_ms_per_step(inputs.stragglers.scores, rank, steps)
     excess = max(own - reference, 1e-9)
-    flagged = set(inputs.stragglers.flagged["rank"].to_list())
-    launch = 0.0
-    busy_own, busy_reference = own, reference
-    compute_evidence = f"{own:.1f} ms of GPU time per step against {reference:.1f} ms"
-    rows: list[dict] = []
-    if inputs.launch is not None and not inputs.launch.is_empty():
-        figures = rank_launch(
-            inputs.launch.filter((pl.col("rank") != rank) | pl.col("kind").is_in(sorted(kinds)))
-        ).with_columns(*(pl.col(name) / pl.col("steps") for name in ("wall_ms", "busy_ms", "launch_wait_ms",
-                                                                   "launching_ms")))  # fmt: skip
-        mine = figures.filter(pl.col("rank") == rank).to_dicts()
-        peers = set(figures["rank"].to_list()) - {rank}
-        peers = (peers - flagged) or peers
-        if mine:
-            mine_row = mine[0]
-            expected_wait = _expected_share(figures, "launch_wait_ms", peers) * reference
-            busy_own, busy_reference = mine_row["busy_ms"], _expected_share(figures, "busy_ms", peers) * reference
-            launch = min(excess, max(0.0, mine_row["launch_wait_ms"] - expected_wait))
-            launching = mine_row["launching_ms"] / mine_row["wall_ms"] if mine_row["wall_ms"] > 0 else 0.0
-            compute_evidence = (
-                f"{mine_row['busy_ms']:.1f} ms of GPU busy time per step (kernels, copies) against "
-                f"{busy_reference:.1f} ms at its reference"
-            )
-            if launch > 0:
-                rows.append(
-                    _row("rank", rank, "launch-bound",
-                         f"{mine_row['launch_wait_ms']:.1f} ms per step of GPU idle inside its actions waiting "
-                         f"for its CPU to launch the next kernel, against {expected_wait:.1f} ms at the other "
-                         f"ranks' rate; its CPU was still launching for {launching:.0%} of its actions' GPU time "
-                         f"(GPU busy {mine_row['busy_ms']:.1f} of {mine_row['wall_ms']:.1f} ms)",
-                         share=launch / excess, price_ms=launch / excess * saving_ms,
-                         own_ms=mine_row["launch_wait_ms"], reference_ms=expected_wait)
-                )  # fmt: skip
+    busy = _launch_share(inputs, rank, kinds, own, reference, saving_ms)
+    rows = [busy.row] if busy.row is not None else []
     throttle = 0.0
     deficit = None if inputs.nvml is None or inputs.nvml.is_empty() else clock_deficit(inputs.nvml, rank)
     if deficit is not None:
-        throttle = min(excess - launch, busy_reference * deficit.slowdown)
+        throttle = min(excess - busy.launch_ms, busy.reference_ms * deficit.slowdown)
         if throttle > 0:
             rows.append(_row("rank", rank, "throttle", deficit.evidence(), share=throttle / excess,
                              price_ms=throttle / excess * saving_ms))  # fmt: skip
-    rest = max(0.0, excess - launch - throttle)
+    rest = max(0.0, excess - busy.launch_ms - throttle)
     rows.append(
-        _row("rank", rank, "compute", compute_evidence, share=rest / excess, price_ms=rest / excess * saving_ms,
-             own_ms=busy_own, reference_ms=busy_reference)
+        _row("rank", rank, "compute", busy.evidence, share=rest / excess, price_ms=rest / excess * saving_ms,
+             own_ms=busy.own_ms, reference_ms=busy.reference_ms)
     )  # fmt: skip
     return _keep(rows)
 
