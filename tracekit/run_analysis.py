@@ -454,11 +454,9 @@ class RunAnalysis:
     @property
     def absent_causes(self) -> tuple[str, ...]:
         """Which GPU causes the run could not compute, and why (``tracekit.stragglers.causes.absent_causes``)."""
-        from tracekit.stragglers.causes import absent_causes  # here: see the imports at the top
+        from tracekit.stragglers.causes import OPTABLE_ABSENT_CAUSES, absent_causes  # here: see the top
 
-        if self.is_optable:
-            return ("launch-bound, throttle: not computed: an op-table holds op durations, no kernels or GPU samples",)
-        return absent_causes(self.cause_inputs)
+        return OPTABLE_ABSENT_CAUSES if self.is_optable else absent_causes(self.cause_inputs)
 
     @cached_property
     def slow_links(self) -> pl.DataFrame | None:

@@ -340,8 +340,14 @@ def _waits(inputs: CauseInputs, upstream: dict[int, tuple[str, float]], step_ms:
     return rows
 
 
+OPTABLE_ABSENT_CAUSES = (
+    "launch-bound, throttle: not computed: an op-table holds op durations, no kernels or GPU samples",
+)
+"""``absent_causes`` of an op-table, which has no ``CauseInputs`` beyond its ops."""
+
+
 def absent_causes(inputs: CauseInputs) -> tuple[str, ...]:
-    """One sentence per GPU cause the run could not compute, and why."""
+    """One sentence per GPU cause the run could not compute, and why (an op-table: ``OPTABLE_ABSENT_CAUSES``)."""
     if not inputs.gpu_clock:
         return (
             "launch-bound: not computed: no GPU kernels timed inside the actions (a CPU-timed run)",
