@@ -7,7 +7,9 @@ Runs the example job's pipeline (spawned gloo ranks on CPU) in two ways, alterna
   Steps before and after the window are ``idle`` (hooks installed, window closed: the cost every
   step of a captured job pays); steps inside it are ``capturing`` (torch.profiler on, every action
   labelled), once without the profiler's memory events and once with them (``profile_memory``,
-  the collector's default: docs/memory.md).
+  the collector's default: docs/memory.md); and once without memory events nor per-action probes
+  (``probes=False``: ``no probes``), so the probes' share of ``capturing`` is measured in the same
+  way.
 
 ``idle`` and ``capturing`` come from the same run, seconds apart, so their ratio holds even on a
 shared machine whose load changes from run to run; ``off`` comes from its own run. Each step is
@@ -41,11 +43,11 @@ def _window(steps: int) -> range:
 
 
 def _rank(
-    rank: int, config: JobConfig, capture: bool, memory: bool, out_dir: str, results: mp.Queue
+    rank: int, config: JobConfig, capture: bool, memory: bool, probes: bool, out_dir: str, results: mp.Queue
 ) -> None:
     init_rank(rank, config.ranks)
     window = _window(config.steps)
-    capturing = Capture(out_dir, steps=window, patch=True, profile_memory=memory) if capture else None
+    capturing = Capture(out_dir, steps=window, patch=True, profile_memory=memory, probes=probes) if capture else None
     if capturing is not None:
         capturing.__enter__()
     train = make_trainer(config, rank)
@@ -61,7 +63,9 @@ def _rank(
     results.put((rank, wall_s, cpu_s))
 
 
-def _spawn(config: JobConfig, capture: bool, memory: bool = False) -> tuple[list[float], list[float]]:
+def _spawn(
+    config: JobConfig, capture: bool, memory: bool = False, probes: bool = True
+) -> tuple[list[float], list[float]]:
     """Per step: slowest rank's wall seconds, mean rank CPU seconds."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -69,7 +73,7 @@ def _spawn(config: JobConfig, capture: bool, memory: bool = False) -> tuple[list
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     results: mp.Queue = mp.get_context("spawn").Queue()
     with tempfile.TemporaryDirectory() as out_dir:
-        mp.spawn(_rank, args=(config, capture, memory, out_dir, results), nprocs=config.ranks, join=True)
+        mp.spawn(_rank, args=(config, capture, memory, probes, out_dir, results), nprocs=config.ranks, join=True)
         per_rank = [results.get() for _ in range(config.ranks)]
     wall = [max(wall_s[step] for _, wall_s, _ in per_rank) for step in range(config.steps)]
     cpu = [statistics.mean(cpu_s[step] for _, _, cpu_s in per_rank) for step in range(config.steps)]
@@ -84,6 +88,7 @@ def measure(config: JobConfig) -> dict[str, tuple[float, float]]:
     off_wall, off_cpu = _spawn(config, capture=False)
     wall, cpu = _spawn(config, capture=True)
     memory_wall, memory_cpu = _spawn(config, capture=True, memory=True)
+    bare_wall, bare_cpu = _spawn(config, capture=True, probes=False)
 
     def medians(wall_s: list[float], cpu_s: list[float], steps: list[int]) -> tuple[float, float]:
         return statistics.median(wall_s[s] for s in steps) * 1e3, statistics.median(
@@ -97,6 +102,8 @@ def measure(config: JobConfig) -> dict[str, tuple[float, float]]:
         "capturing": capturing,
         "memory idle": medians(memory_wall, memory_cpu, idle),
         "memory": medians(memory_wall, memory_cpu, inside),
+        "no probes idle": medians(bare_wall, bare_cpu, idle),
+        "no probes": medians(bare_wall, bare_cpu, inside),
         "export": (wall[window.stop - 1] * 1e3 - capturing[0], 0.0),
     }
 
@@ -129,11 +136,11 @@ def main() -> None:
     runs = [measure(config) for _ in range(args.repeats)]
     best = {mode: (min(r[mode][0] for r in runs), min(r[mode][1] for r in runs)) for mode in runs[0]}
     print(f"{args.schedule}, {args.ranks} ranks, {args.microbatches} micro-batches, {os.cpu_count()} CPUs")
-    print(f"{'mode':<12} {'median step ms':>15} {'ratio to off':>13} {'CPU ms/rank':>12} {'CPU ratio':>10}")
-    for mode in ("off", "idle", "capturing", "memory idle", "memory"):
+    print(f"{'mode':<14} {'median step ms':>15} {'ratio to off':>13} {'CPU ms/rank':>12} {'CPU ratio':>10}")
+    for mode in ("off", "idle", "capturing", "memory idle", "memory", "no probes idle", "no probes"):
         wall, cpu = best[mode]
         print(
-            f"{mode:<12} {wall:>15.1f} {wall / best['off'][0]:>13.3f} {cpu:>12.1f} {cpu / best['off'][1]:>10.3f}"
+            f"{mode:<14} {wall:>15.1f} {wall / best['off'][0]:>13.3f} {cpu:>12.1f} {cpu / best['off'][1]:>10.3f}"
         )
     ratios = [r["capturing"][0] / r["idle"][0] for r in runs]
     print(f"capturing / idle, same run (wall): {', '.join(f'{ratio:.3f}' for ratio in ratios)}")
@@ -143,6 +150,11 @@ def main() -> None:
     cpu_points = 100 * (best["memory"][1] - best["capturing"][1]) / best["off"][1]
     print(f"memory recording adds (wall, percentage points of the idle step, per repeat): {points}")
     print(f"memory recording adds (CPU, percentage points of the off step, best of repeats): {cpu_points:+.1f}")
+    bare_ratios = [r["no probes"][0] / r["no probes idle"][0] for r in runs]
+    points = ", ".join(f"{100 * (c - b):+.1f}" for c, b in zip(ratios, bare_ratios))
+    cpu_points = 100 * (best["capturing"][1] - best["no probes"][1]) / best["off"][1]
+    print(f"probes add (wall, percentage points of the idle step, per repeat): {points}")
+    print(f"probes add (CPU, percentage points of the off step, best of repeats): {cpu_points:+.1f}")
     print(f"trace export + gzip, once per capture (slowest rank): {best['export'][0]:.0f} ms")
     print(f"idle cost of one labelled action (window closed): {idle_label_ns():.0f} ns")
 

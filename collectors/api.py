@@ -81,6 +81,7 @@ class Capture:
         schedule: ScheduleInfo | None = None,
         patch: bool = True,
         profile_memory: bool = True,
+        probes: bool = True,
     ) -> None:
         if isinstance(steps, str):
             first, stop = parse_steps(steps)
@@ -97,6 +98,7 @@ class Capture:
             os.environ.get("TRACEKIT_RUN_ID"),
             schedule,
             profile_memory=profile_memory,
+            probes=probes,
             staged=True,
         )
         self.recorder = Recorder(self.config)

@@ -88,6 +88,9 @@ class CaptureConfig:
     ``tracekit record`` does this for."""
     profile_memory: bool = True
     """Record the profiler's memory events (docs/memory.md); TRACEKIT_PROFILE_MEMORY=0 turns them off."""
+    probes: bool = True
+    """Record the per-action probes (on-CPU time, run-queue wait, GC pauses, NVML samples:
+    ``collectors.probes``) that straggler causes read; TRACEKIT_PROBES=0 turns them off."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out_dir", Path(self.out_dir))
@@ -102,7 +105,10 @@ class CaptureConfig:
             return None
         first, stop = parse_steps(environ.get("TRACEKIT_STEPS", DEFAULT_STEPS))
         memory = environ.get("TRACEKIT_PROFILE_MEMORY", "1") != "0"
-        return cls(Path(out), first, stop, environ.get("TRACEKIT_RUN_ID") or None, profile_memory=memory)
+        probed = environ.get("TRACEKIT_PROBES", "1") != "0"
+        return cls(
+            Path(out), first, stop, environ.get("TRACEKIT_RUN_ID") or None, profile_memory=memory, probes=probed
+        )
 
     def wants(self, step_index: int) -> bool:
         """True when step ``step_index`` is in the window."""
@@ -385,7 +391,7 @@ class Recorder:
             profiler.add_metadata(RUN_ID_METADATA, self.config.run_id or "")
         self._profiler = profiler
         try:
-            self.probes = probes.ProbeBuffer()
+            self.probes = probes.ProbeBuffer() if self.config.probes else None
         except Exception as error:  # noqa: BLE001 - probes are extra: the trace goes on without them
             self._problem(f"per-action probes are off: {error!r}")
         self.labelling = True

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from collectors import Capture, mark, mark_comm, mark_pair, step, write_manifest
+from collectors.capture import CaptureConfig
 
 
 @pytest.fixture(autouse=True)
@@ -51,6 +52,17 @@ def test_capture_labels_the_requested_steps_only(tmp_path: Path) -> None:
     assert labels == [f"tracekit:{label}" for label in expected]
     meta = json.loads((tmp_path / "rank0.meta.json").read_text())
     assert (meta["status"], meta["steps"]["captured"], meta["problems"]) == ("complete", [1, 3], [])
+
+
+@pytest.mark.parametrize("probes", [True, False])
+def test_probes_are_written_beside_the_trace_unless_turned_off(tmp_path: Path, probes: bool) -> None:
+    with Capture(tmp_path, steps=range(1, 3), patch=False, probes=probes) as cap:
+        _train(3, cap)
+
+    assert (tmp_path / "rank0.json.gz").exists()
+    assert (tmp_path / "rank0.probes.jsonl.gz").exists() is probes
+    meta = json.loads((tmp_path / "rank0.meta.json").read_text())
+    assert (meta["status"], meta["problems"]) == ("complete", [])
 
 
 def test_open_ended_window_is_written_when_the_capture_ends(tmp_path: Path) -> None:
@@ -141,3 +153,10 @@ def test_directory_lost_mid_capture_is_reported_and_training_goes_on(
 
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"tracekit: rank 0: cannot write {out_dir / 'rank0.json.gz'}")
+
+
+@pytest.mark.parametrize(("value", "probes"), [(None, True), ("1", True), ("0", False)])
+def test_tracekit_probes_in_the_environment_turns_the_probes_on_or_off(value: str | None, probes: bool) -> None:
+    environ = {"TRACEKIT_OUT": "/tmp/out", **({} if value is None else {"TRACEKIT_PROBES": value})}
+    config = CaptureConfig.from_env(environ)
+    assert config is not None and config.probes is probes and config.profile_memory
