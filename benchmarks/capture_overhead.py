@@ -25,8 +25,12 @@ import argparse
 import os
 import socket
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/ sits beside the installed packages
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
