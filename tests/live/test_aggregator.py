@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import select
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -92,3 +96,30 @@ def test_datagrams_that_are_not_summaries_are_counted_and_ignored(aggregator: Ag
     for data in (b"\x00garbage", b'{"t": "step", "v": 1}', b'{"t": "hello"}'):
         aggregator.receive(data, aggregator.address, now_s=0.0)
     assert aggregator.refused == 3 and aggregator.ranks == {}
+
+
+def test_ranks_that_exit_together_are_reported_lost_in_the_order_they_exited(
+    aggregator: Aggregator, tmp_path: Path
+) -> None:
+    # Three real processes stand for three ranks on this host: rank 1 dies first, the others 0.4 s
+    # later, as a crash's peers do once their collectives fail. None says goodbye.
+    delays = {0: 0.4, 1: 0.0, 2: 0.4}
+    ranks = {rank: subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({d})"]) for rank, d in delays.items()}
+    here = socket.gethostname()
+    for rank, process in ranks.items():
+        summary = StepSummary(rank, 3, here, process.pid, 0, 0, 1, 0, "cpu", False, 0, ((rank, "F", 0, 0, 1, False),))
+        aggregator.receive(_message(summary), aggregator.address, time.monotonic())
+    deadline = time.monotonic() + 30
+    while aggregator.exit_fds() and time.monotonic() < deadline:
+        watched = aggregator.exit_fds()
+        ready, _, _ = select.select(list(watched), [], [], 0.05)
+        for fd in ready:
+            aggregator.exited(watched[fd], time.monotonic())
+    for process in ranks.values():
+        process.wait()
+    aggregator.finish()
+
+    records = [json.loads(line) for line in (tmp_path / LOG_NAME).read_text().splitlines()]
+    lost = [r["rank"] for r in records if r["type"] == "rank_lost"]
+    assert lost[0] == 1 and sorted(lost) == [0, 1, 2], records
+    assert all("exited without saying goodbye" in r["reason"] for r in records if r["type"] == "rank_lost")

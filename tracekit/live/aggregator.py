@@ -10,7 +10,11 @@ step beyond it; it is judged by ``tracekit.live.assess`` and its alerts come fro
 ``tracekit.live.tracker``. Outputs, one record per event appended to ``DIR/live.jsonl``
 (schema in docs/live.md): ``start``, ``interval``, ``alert``, ``capture``, ``rank_lost``, ``end``.
 A rank is lost when its process is gone (ranks on this host) or when it has been silent for longer
-than an interval takes; either is reported within one interval.
+than an interval takes; either is reported within one interval. A rank on this host is watched
+through a pidfd, so its exit is seen the moment it happens: when a crash takes the whole job down
+within milliseconds (its peers' collectives fail, the launcher ends the rest), the ranks that exited
+without a goodbye are reported lost in the order their exits were seen (ties, exits seen in one
+turn of the loop, by rank), before the ``end`` record.
 
 Memory is bounded: summaries are held only for intervals not yet judged, at most
 ``MAX_OPEN_INTERVALS`` of them.
@@ -73,6 +77,10 @@ class RankState:
     """Steps the rank ran, from its goodbye (None until then)."""
     done: bool = False
     lost: bool = False
+    exit_fd: int | None = None
+    """A pidfd of the rank's process (ranks on this host, where Linux has pidfds); None: polled."""
+    exited_s: float | None = None
+    """When its process was seen to exit (``time.monotonic``); None while it runs or is not watched."""
 
 
 @dataclass
@@ -154,6 +162,7 @@ class Aggregator:
         state = self.ranks.get(summary.rank)
         if state is None:
             state = self.ranks[summary.rank] = RankState(address, summary.host, summary.pid, now_s)
+            state.exit_fd = _watch_exit(summary.pid) if summary.host == socket.gethostname() else None
             self._send(address, {"t": "ack"})
         if state.lost:
             state.lost = False
@@ -193,19 +202,41 @@ class Aggregator:
             SILENT_BEFORE_FIRST_INTERVAL_S if self.interval_s is None else max(MIN_SILENT_S, self.interval_s)
         )
 
+    def exit_fds(self) -> dict[int, int]:
+        """pidfd -> rank, of the watched ranks still expected to report."""
+        return {
+            state.exit_fd: rank
+            for rank, state in self.ranks.items()
+            if state.exit_fd is not None and state.exited_s is None and not (state.done or state.lost)
+        }
+
+    def exited(self, rank: int, now_s: float) -> None:
+        """Rank ``rank``'s process has exited (its pidfd turned readable)."""
+        state = self.ranks[rank]
+        if state.exited_s is None:
+            state.exited_s = now_s
+        if state.exit_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(state.exit_fd)
+            state.exit_fd = None
+
     def _find_lost(self, now_s: float) -> None:
         here = socket.gethostname()
+        found: list[tuple[float, int, str]] = []
         for rank, state in self.ranks.items():
             if state.done or state.lost:
                 continue
             silent = now_s - state.last_seen_s
-            reason = None
-            if state.host == here and silent > POLL_S and not _alive(state.pid):
-                reason = f"process {state.pid} exited without saying goodbye"
+            if state.exited_s is not None:
+                # Its goodbye, sent before it exited, was read before this tick.
+                found.append((state.exited_s, rank, f"process {state.pid} exited without saying goodbye"))
+            elif state.host == here and state.exit_fd is None and silent > POLL_S and not _alive(state.pid):
+                found.append((now_s, rank, f"process {state.pid} exited without saying goodbye"))
             elif silent > self._silent_limit_s():
-                reason = f"silent for {silent:.1f} s, longer than an interval takes"
-            if reason is None:
-                continue
+                found.append((now_s, rank, f"silent for {silent:.1f} s, longer than an interval takes"))
+        for _, rank, reason in sorted(found):
+            state = self.ranks[rank]
+            silent = now_s - state.last_seen_s
             state.lost = True
             record = {
                 "type": "rank_lost",
@@ -284,8 +315,12 @@ class Aggregator:
                         self.say(f"cannot write {directory / 'run.json'}: {error}")
 
     def finish(self) -> None:
-        """The job is over: judge what is left, write the ``end`` record."""
+        """The job is over: report the ranks that exited without a goodbye, judge what is left, write ``end``."""
         now_s = time.monotonic()
+        for fd, rank in self.exit_fds().items():
+            if select.select([fd], [], [], 0)[0]:
+                self.exited(rank, now_s)
+        self._find_lost(now_s)
         for index in sorted(self.open_intervals):
             summaries = self.open_intervals.pop(index)
             last = self.config.interval_steps_of(index)[-1]
@@ -337,6 +372,14 @@ def _round(value: Any) -> Any:
     return round(value, 4) if isinstance(value, float) else value
 
 
+def _watch_exit(pid: int) -> int | None:
+    """A pidfd of process ``pid`` (readable once it exits); None where there is none (an old kernel, another host)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -354,8 +397,11 @@ def serve(aggregator: Aggregator, parent_pid: int) -> None:
     # Ctrl-C reaches the whole process group: keep judging until record says the job is over.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while not stopping and os.getppid() == parent_pid:
-        ready, _, _ = select.select([aggregator.sock], [], [], POLL_S)
+        watched = aggregator.exit_fds()
+        ready, _, _ = select.select([aggregator.sock, *watched], [], [], POLL_S)
         now_s = time.monotonic()
+        gone = [fd for fd in ready if fd in watched]
+        ready = [item for item in ready if item not in gone]
         while ready:
             try:
                 data, address, drops = _receive(aggregator.sock)
@@ -365,6 +411,8 @@ def serve(aggregator: Aggregator, parent_pid: int) -> None:
                 continue  # e.g. an ICMP error from a rank that has gone
             aggregator.socket_drops = drops if drops is not None else aggregator.socket_drops
             aggregator.receive(data, address, now_s)
+        for fd in gone:
+            aggregator.exited(watched[fd], now_s)
         aggregator.tick(now_s)
     # Summaries that arrived in the last moments are still in the socket.
     while True:
