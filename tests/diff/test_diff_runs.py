@@ -72,9 +72,13 @@ def test_a_slower_w_with_slack_shows_its_change_at_little_price(runs) -> None:
     # waits. Measured over 11 pairs of captures with both cores busy: 3% to 30% of the own change
     # (quiet: 10% and 25%); a W on the critical ranks 1 to 3 costs half its own change.
     assert saving <= 0.4 * own, w
-    out = _cli(str(runs["zbv-base"]), str(runs["zbv-slow-w"]), "--format", "markdown")
+    # The command line gives the same rows. (Its Markdown lists only the five largest changes: on a
+    # machine loaded many times over, the links' and other ranks' noise can outgrow these.)
+    out = _cli(str(runs["zbv-base"]), str(runs["zbv-slow-w"]), "--format", "json")
     assert out.returncode == 0, out.stderr
-    assert f"rank {SLOW_W_RANK} stage 0 W" in out.stdout or f"rank {SLOW_W_RANK} stage 7 W" in out.stdout
+    rows = {row["name"]: row for row in json.loads(out.stdout)["explained"]}
+    for name in w["name"]:
+        assert rows[name]["own_change_ms"] == pytest.approx(w.filter(pl.col("name") == name)["own_change_ms"][0])
 
 
 @pytest.mark.slow
