@@ -46,11 +46,17 @@ class Interrupted:
 
 
 def _interrupt(out_dir: Path, number: signal.Signals, whole_group: bool) -> Interrupted:
-    job = example_job("1f1b", ranks=RANKS, microbatches=MICROBATCHES, steps=100000)
+    # Rank 0 sleeps 50 ms in each of its actions: a step lasts about 0.4 s, nearly all of it inside
+    # actions, so the signal lands inside a step (between two, no step would be cut off and the
+    # check that none is counted would hold vacuously), as a real job's long steps make likely.
+    job = example_job(
+        "1f1b", "--slow-rank", "0", "--slow-ms", "50", "--slow-how", "sleep",
+        ranks=RANKS, microbatches=MICROBATCHES, steps=100000,
+    )  # fmt: skip
     record = start(record_args(out_dir, job, steps="1:", grace_s=30))
     try:
         pids = wait_for_window(out_dir, RANKS)
-        time.sleep(1.0)  # a few steps into the window
+        time.sleep(1.5)  # a few steps into the window
         sent = time.monotonic()
         if whole_group:
             os.killpg(record.pid, number)  # what a terminal does on Ctrl-C
