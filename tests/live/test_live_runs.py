@@ -103,14 +103,18 @@ def test_a_clean_run_raises_no_alert_and_serves_prometheus_gauges(tmp_path: Path
 
 
 def test_killing_the_aggregator_leaves_the_job_alone(tmp_path: Path) -> None:
-    steps = 30
+    # The aggregator runs at a lower priority than the job: with both cores busy its first interval
+    # can come seconds late. Rank 0 sleeping 5 ms per action keeps the job's steps (about 70 ms, 8 s
+    # in all here) running well past the kill, so there are summaries left to drop.
+    steps = 120
 
     def kill(out_dir: Path) -> None:
         start = wait_for(out_dir, "start")
         wait_for(out_dir, "interval")
         os.kill(start["pid"], signal.SIGKILL)
 
-    run = record_live(tmp_path, job(steps=steps), "--live-interval", "4", during=kill)
+    slow = ("--slow-rank", "0", "--slow-ms", "5", "--slow-how", "sleep")
+    run = record_live(tmp_path, job(*slow, steps=steps), "--live-interval", "4", during=kill)
     # The job succeeded, but without the live judging asked for: record's status says so.
     assert run.exit_code == AGGREGATOR_FAILED_EXIT, run.stderr[-3000:]
     drops = re.findall(r"rank (\d): live: (\d+) of (\d+) step summaries dropped", run.stderr)
