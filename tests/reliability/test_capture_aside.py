@@ -119,6 +119,9 @@ def rank(r, out):
         for _ in range(4):
             with cap.step():
                 dist.all_reduce(torch.ones(64))
+    # gloo's worker threads may still hold the last collective at teardown and abort the process
+    # (torch's, docs/capture.md "A gloo job that aborts at exit"): settle them first.
+    dist.barrier()
     dist.destroy_process_group()
 
 if __name__ == "__main__":
