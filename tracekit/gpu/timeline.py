@@ -184,14 +184,23 @@ def project_spans(spans: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame
     launched = activities.filter(pl.col("launch_ns").is_not_null()).select(
         pl.col("rank").alias("_rank"), "launch_ns", "launch_end_ns", "start_ns", "end_ns", "kernel_class"
     )
-    matched = spans.select(
+    windows = spans.select(
         "span_id", "rank", pl.col("start_ns").alias("span_start"), pl.col("end_ns").alias("span_end")
-    ).join_where(
-        launched,
-        pl.col("rank") == pl.col("_rank"),
-        pl.col("launch_ns") >= pl.col("span_start"),
-        pl.col("launch_ns") < pl.col("span_end"),
     )
+    # Rank by rank, so the join has only the two range conditions: polars answers those with a
+    # range join whose output is the matches, where a rank condition beside them makes it pair
+    # every span with every activity of its rank first (a gigabyte for a few thousand of each).
+    by_rank = launched.partition_by("_rank", as_dict=True)
+    pieces = [
+        windows_of_rank.join_where(
+            by_rank[(rank,)],
+            pl.col("launch_ns") >= pl.col("span_start"),
+            pl.col("launch_ns") < pl.col("span_end"),
+        )
+        for (rank,), windows_of_rank in windows.partition_by("rank", as_dict=True).items()
+        if (rank,) in by_rank
+    ]
+    matched = pl.concat(pieces) if pieces else windows.join(launched, how="cross").clear()
     extent = matched.group_by("span_id").agg(
         pl.col("start_ns").min().alias("gpu_start_ns"),
         pl.col("end_ns").max().alias("gpu_end_ns"),
