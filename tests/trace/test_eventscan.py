@@ -1,0 +1,129 @@
+"""The event scanner reads exactly what the object reader reads, or leaves the text to it.
+
+Properties over generated events: any JSON value in any field, escapes, non-ASCII text, compact
+and indented writers; the scanner's table equals ``read_objects``' whenever it gives one, gives one
+whenever every field has the type an exporter writes, and never gives one for text that is not JSON.
+"""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tracekit.errors import TracekitError
+from tracekit.trace import columnar
+from tracekit.trace.columnar import read_objects
+
+pytestmark = pytest.mark.skipif(columnar._eventscan is None, reason="the event scanner is not built")
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+_INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+_SCALAR = st.one_of(st.none(), st.booleans(), _TEXT, st.integers(-(2**70), 2**70), st.floats(allow_nan=False, allow_infinity=False))
+_ANY = st.recursive(_SCALAR, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3), max_leaves=8)
+_NUMBER = st.one_of(st.integers(0, 2**62), st.floats(0, 1e17, allow_nan=False))
+
+
+def _event(value: st.SearchStrategy, text: st.SearchStrategy, number: st.SearchStrategy, integer) -> st.SearchStrategy:
+    args = st.fixed_dictionaries(
+        {},
+        optional={
+            "correlation": integer,
+            "External id": integer,
+            "device": integer,
+            "stream": integer,
+            "Input Dims": _ANY,
+            "name": _ANY,
+        },
+    )
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "ph": text,
+            "cat": text,
+            "name": text,
+            "pid": st.one_of(_INT64, _TEXT) if value is None else value,
+            "tid": st.one_of(_INT64, _TEXT) if value is None else value,
+            "ts": number,
+            "dur": number,
+            "id": integer,
+            "args": args if value is None else st.one_of(args, value),
+            "s": _ANY,
+        },
+    )
+
+
+_EXPORTED = _event(None, st.one_of(st.none(), _TEXT), st.one_of(st.none(), _NUMBER), st.one_of(st.none(), _INT64))
+"""Events with the field types exporters write (nulls included): the scanner reads every one."""
+_ODD = _event(_ANY, _ANY, _ANY, _ANY)
+"""Any JSON value in any field."""
+
+
+def _text(events: list, indent: bool) -> tuple[bytes, int, int]:
+    body = json.dumps(events, indent=2 if indent else None, separators=None if indent else (",", ":")).encode()
+    text = b'{"schemaVersion": 1, "traceEvents": ' + body + b"}"
+    start = len(b'{"schemaVersion": 1, "traceEvents": [')
+    return text, start, len(text) - 2
+
+
+_CASES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_CASES
+@given(events=st.lists(_EXPORTED, max_size=20), indent=st.booleans())
+def test_exported_fields_are_read_as_the_object_reader_reads_them(events: list, indent: bool) -> None:
+    text, start, end = _text(events, indent)
+
+    scanned = columnar._scanned(text, start, end)
+
+    assert scanned is not None
+    assert scanned.equals(read_objects(text, "trace")[1])
+
+
+def _objects(text: bytes) -> pl.DataFrame | None:
+    """The object reader's raw events; None where it refuses the text (orjson reads no integer past 64 bits)."""
+    try:
+        return read_objects(text, "trace")[1]
+    except TracekitError:
+        return None
+
+
+@_CASES
+@given(events=st.lists(st.one_of(_ODD, _ANY), max_size=12), indent=st.booleans())
+def test_any_value_is_read_as_the_object_reader_reads_it_or_left_to_it(events: list, indent: bool) -> None:
+    text, start, end = _text(events, indent)
+
+    scanned = columnar._scanned(text, start, end)
+
+    if scanned is not None:
+        objects = _objects(text)
+        assert objects is not None and scanned.equals(objects)
+
+
+@_CASES
+@given(
+    events=st.lists(_EXPORTED, min_size=1, max_size=8),
+    position=st.floats(0, 1),
+    damage=st.sampled_from([b"", b"{", b"}", b'"', b",", b"\\", b"\x00", b"\xff", b"-", b"1e", b"tru"]),
+)
+def test_text_that_is_not_json_is_never_read(events: list, position: float, damage: bytes) -> None:
+    text, start, end = _text(events, False)
+    cut = start + int(position * (end - start))
+    broken = text[:cut] + damage + text[cut + 1 :]
+    try:
+        orjson.loads(broken)
+    except orjson.JSONDecodeError:
+        valid = False
+    else:
+        valid = True
+
+    scanned = columnar._scanned(broken, start, len(broken) - 2)
+
+    if not valid:
+        assert scanned is None
+    elif scanned is not None:
+        assert scanned.equals(_objects(broken))
