@@ -2,11 +2,11 @@
  * tracekit.trace.columnar.RAW_SCHEMA, as Arrow buffers: no Python object per event or value.
  *
  * scan(text, start, end) reads the array's elements in text[start:end] (the bytes between '[' and
- * ']') and returns (rows, columns): columns maps each raw field to its Arrow buffers
- * (validity bitmap, then offsets and data for text, data for numbers). It is strict: anything
- * it does not read exactly as tracekit.trace.columnar.read_objects would (an integer field holding
- * text, a name that is not text, a key with an escape, malformed JSON, nesting deeper than
- * MAX_DEPTH) raises Unsupported, and the caller reads the text the general way, which gives the
+ * ']') and returns (rows, columns): columns maps each raw field to an EventColumn, an Arrow array
+ * through the PyCapsule interface. It is strict: anything it does not read exactly as
+ * tracekit.trace.columnar.read_objects would (an integer field holding text, a name that is not
+ * text, a key with an escape, malformed JSON, nesting deeper than MAX_DEPTH) raises Unsupported,
+ * and the caller reads the text the general way, which gives the
  * same table or the error that explains the file.
  *
  * Field rules (those of read_objects): ph, cat and name are text or null; pid and tid are text,
@@ -660,9 +660,11 @@ static int scan_events(Scanner *s) {
 }
 
 /* ---------- the Arrow C data interface ----------
- * https://arrow.apache.org/docs/format/CDataInterface.html: the scanned columns leave as one struct
- * array, each column a child, read by polars (or any Arrow consumer) through __arrow_c_array__
- * without a copy and without pyarrow. */
+ * https://arrow.apache.org/docs/format/CDataInterface.html: each scanned column leaves as its own
+ * Arrow array, read by polars (or any Arrow consumer) through __arrow_c_array__ without a copy and
+ * without pyarrow. One array a column, not one struct array of them all: a consumer keeps an
+ * imported array's whole allocation while any of its values lives (polars' text views point into
+ * the bytes they came from), so a few kept rows of one column must not hold every column. */
 
 #define ARROW_FLAG_NULLABLE 2
 
@@ -693,43 +695,46 @@ struct ArrowArray {
 
 static const char *ARROW_FORMATS[] = {[TEXT] = "U", [FLOAT64] = "g", [INT64] = "l"}; /* large utf8, double, int64 */
 
-/* Everything one exported table owns, freed by the struct array's release. */
-typedef struct {
-    struct ArrowSchema schemas[N_COLUMNS], *schema_pointers[N_COLUMNS];
-    struct ArrowArray arrays[N_COLUMNS], *array_pointers[N_COLUMNS];
-    const void *buffers[N_COLUMNS][3];
-    Column columns[N_COLUMNS];
-} Exported;
-
-static void release_child_schema(struct ArrowSchema *schema) { schema->release = NULL; }
-static void release_child_array(struct ArrowArray *array) { array->release = NULL; }
-
-static void release_schema(struct ArrowSchema *schema) {
-    free(schema->private_data); /* the children sit in one block */
-    schema->release = NULL;
-}
-
-static void columns_free(Column *columns) {
-    for (int c = 0; c < N_COLUMNS; c++) {
-        free(columns[c].validity.data);
-        free(columns[c].data.data);
-        free(columns[c].offsets.data);
+/* Give back a buffer's unused capacity before it is handed over, since a consumer may keep it long. */
+static void buffer_shrink(Buffer *b) {
+    if (b->capacity > b->size && b->size > 0) {
+        char *data = realloc(b->data, b->size);
+        if (data != NULL) {
+            b->data = data;
+            b->capacity = b->size;
+        }
     }
 }
 
+static void column_free(Column *column) {
+    free(column->validity.data);
+    free(column->data.data);
+    free(column->offsets.data);
+    memset(column, 0, sizeof *column);
+}
+
+/* What one exported array owns, freed by its release. */
+typedef struct {
+    Column column;
+    const void *buffers[3];
+} Exported;
+
+static void release_schema(struct ArrowSchema *schema) { schema->release = NULL; }
+
 static void release_array(struct ArrowArray *array) {
     Exported *exported = array->private_data;
-    columns_free(exported->columns);
+    column_free(&exported->column);
     free(exported);
     array->release = NULL;
 }
 
 typedef struct {
     PyObject_HEAD
-    Column columns[N_COLUMNS];
+    Column column;
+    int index; /* which of COLUMN_NAMES */
     int64_t rows;
     int exported;
-} EventColumns;
+} EventColumn;
 
 static void capsule_release_schema(PyObject *capsule) {
     struct ArrowSchema *schema = PyCapsule_GetPointer(capsule, "arrow_schema");
@@ -743,88 +748,54 @@ static void capsule_release_array(PyObject *capsule) {
     free(array);
 }
 
-static struct ArrowSchema *export_schema(void) {
-    struct ArrowSchema *root = calloc(1, sizeof *root);
-    struct {
-        struct ArrowSchema children[N_COLUMNS];
-        struct ArrowSchema *pointers[N_COLUMNS];
-    } *block = calloc(1, sizeof *block);
-    if (root == NULL || block == NULL) {
-        free(root);
-        free(block);
-        return NULL;
-    }
-    for (int c = 0; c < N_COLUMNS; c++) {
-        struct ArrowSchema *child = &block->children[c];
-        child->format = ARROW_FORMATS[COLUMN_KINDS[c]];
-        child->name = COLUMN_NAMES[c];
-        child->flags = ARROW_FLAG_NULLABLE;
-        child->release = release_child_schema;
-        block->pointers[c] = child;
-    }
-    root->format = "+s";
-    root->name = "";
-    root->n_children = N_COLUMNS;
-    root->children = block->pointers;
-    root->release = release_schema;
-    root->private_data = block;
-    return root;
-}
-
-/* The columns move into the exported array: a table is exported once. */
-static struct ArrowArray *export_array(EventColumns *self) {
-    struct ArrowArray *root = calloc(1, sizeof *root);
+/* The column moves into the exported array: a column is exported once. */
+static struct ArrowArray *export_array(EventColumn *self) {
+    struct ArrowArray *array = calloc(1, sizeof *array);
     Exported *exported = calloc(1, sizeof *exported);
-    if (root == NULL || exported == NULL) {
-        free(root);
+    if (array == NULL || exported == NULL) {
+        free(array);
         free(exported);
         return NULL;
     }
-    memcpy(exported->columns, self->columns, sizeof self->columns);
-    memset(self->columns, 0, sizeof self->columns);
-    for (int c = 0; c < N_COLUMNS; c++) {
-        Column *column = &exported->columns[c];
-        struct ArrowArray *child = &exported->arrays[c];
-        const void **buffers = exported->buffers[c];
-        buffers[0] = column->nulls ? column->validity.data : NULL;
-        if (COLUMN_KINDS[c] == TEXT) {
-            buffers[1] = column->offsets.data;
-            buffers[2] = column->data.data;
-            child->n_buffers = 3;
-        } else {
-            buffers[1] = column->data.data;
-            child->n_buffers = 2;
-        }
-        child->length = self->rows;
-        child->null_count = column->nulls;
-        child->buffers = buffers;
-        child->release = release_child_array;
-        exported->array_pointers[c] = child;
+    exported->column = self->column;
+    memset(&self->column, 0, sizeof self->column);
+    Column *column = &exported->column;
+    buffer_shrink(&column->validity);
+    buffer_shrink(&column->data);
+    buffer_shrink(&column->offsets);
+    exported->buffers[0] = column->nulls ? column->validity.data : NULL;
+    if (COLUMN_KINDS[self->index] == TEXT) {
+        exported->buffers[1] = column->offsets.data;
+        exported->buffers[2] = column->data.data;
+        array->n_buffers = 3;
+    } else {
+        exported->buffers[1] = column->data.data;
+        array->n_buffers = 2;
     }
-    root->length = self->rows;
-    root->n_buffers = 1; /* the struct's validity: none, every row is an event */
-    static const void *no_validity[1] = {NULL};
-    root->buffers = no_validity;
-    root->n_children = N_COLUMNS;
-    root->children = exported->array_pointers;
-    root->release = release_array;
-    root->private_data = exported;
-    return root;
+    array->length = self->rows;
+    array->null_count = column->nulls;
+    array->buffers = exported->buffers;
+    array->release = release_array;
+    array->private_data = exported;
+    return array;
 }
 
-static PyObject *EventColumns_arrow_c_array(EventColumns *self, PyObject *args, PyObject *kwargs) {
+static PyObject *EventColumn_arrow_c_array(EventColumn *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"requested_schema", NULL};
     PyObject *requested = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O", keywords, &requested)) return NULL;
     if (self->exported) {
-        PyErr_SetString(PyExc_RuntimeError, "these event columns were already exported");
+        PyErr_SetString(PyExc_RuntimeError, "this event column was already exported");
         return NULL;
     }
-    struct ArrowSchema *schema = export_schema();
+    struct ArrowSchema *schema = calloc(1, sizeof *schema);
     if (schema == NULL) return PyErr_NoMemory();
+    schema->format = ARROW_FORMATS[COLUMN_KINDS[self->index]];
+    schema->name = COLUMN_NAMES[self->index];
+    schema->flags = ARROW_FLAG_NULLABLE;
+    schema->release = release_schema;
     PyObject *schema_capsule = PyCapsule_New(schema, "arrow_schema", capsule_release_schema);
     if (schema_capsule == NULL) {
-        schema->release(schema);
         free(schema);
         return NULL;
     }
@@ -844,38 +815,47 @@ static PyObject *EventColumns_arrow_c_array(EventColumns *self, PyObject *args, 
     return Py_BuildValue("(NN)", schema_capsule, array_capsule);
 }
 
-static void EventColumns_dealloc(EventColumns *self) {
-    columns_free(self->columns);
+static void EventColumn_dealloc(EventColumn *self) {
+    column_free(&self->column);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *EventColumns_rows(EventColumns *self, void *closure) {
-    (void)closure;
-    return PyLong_FromLongLong(self->rows);
-}
-
-static PyMethodDef EVENT_COLUMNS_METHODS[] = {
-    {"__arrow_c_array__", (PyCFunction)(void (*)(void))EventColumns_arrow_c_array, METH_VARARGS | METH_KEYWORDS,
-     "The columns as one Arrow struct array (PyCapsule interface); once."},
+static PyMethodDef EVENT_COLUMN_METHODS[] = {
+    {"__arrow_c_array__", (PyCFunction)(void (*)(void))EventColumn_arrow_c_array, METH_VARARGS | METH_KEYWORDS,
+     "The column as an Arrow array (PyCapsule interface); once."},
     {NULL, NULL, 0, NULL},
 };
 
-static PyGetSetDef EVENT_COLUMNS_GETSET[] = {
-    {"rows", (getter)EventColumns_rows, NULL, "Events read.", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyTypeObject EventColumnsType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracekit.trace._eventscan.EventColumns",
-    .tp_basicsize = sizeof(EventColumns),
+static PyTypeObject EventColumnType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracekit.trace._eventscan.EventColumn",
+    .tp_basicsize = sizeof(EventColumn),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The raw event columns of one scan, exported through the Arrow C data interface.",
-    .tp_dealloc = (destructor)EventColumns_dealloc,
-    .tp_methods = EVENT_COLUMNS_METHODS,
-    .tp_getset = EVENT_COLUMNS_GETSET,
+    .tp_doc = "One raw event column of a scan, exported through the Arrow C data interface.",
+    .tp_dealloc = (destructor)EventColumn_dealloc,
+    .tp_methods = EVENT_COLUMN_METHODS,
 };
 
 /* ---------- Python ---------- */
+
+/* {name: EventColumn} of a finished scan; its columns move into the objects. */
+static PyObject *columns_dict(Scanner *s) {
+    PyObject *columns = PyDict_New();
+    for (int c = 0; c < N_COLUMNS && columns != NULL; c++) {
+        EventColumn *column = PyObject_New(EventColumn, &EventColumnType);
+        if (column == NULL) {
+            Py_CLEAR(columns);
+            break;
+        }
+        column->column = s->columns[c];
+        memset(&s->columns[c], 0, sizeof s->columns[c]);
+        column->index = c;
+        column->rows = s->rows;
+        column->exported = 0;
+        if (PyDict_SetItemString(columns, COLUMN_NAMES[c], (PyObject *)column) < 0) Py_CLEAR(columns);
+        Py_DECREF(column);
+    }
+    return columns;
+}
 
 static PyObject *scan(PyObject *module, PyObject *args) {
     Py_buffer view;
@@ -901,21 +881,16 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     if (status == 0) status = scan_events(&s);
     PyBuffer_Release(&view);
     free(s.scratch.data);
-    EventColumns *result = status < 0 ? NULL : PyObject_New(EventColumns, &EventColumnsType);
-    if (result == NULL) {
-        columns_free(s.columns);
-        return NULL;
-    }
-    memcpy(result->columns, s.columns, sizeof s.columns);
-    result->rows = s.rows;
-    result->exported = 0;
-    return (PyObject *)result;
+    PyObject *columns = status < 0 ? NULL : columns_dict(&s);
+    for (int c = 0; c < N_COLUMNS; c++) column_free(&s.columns[c]); /* those not moved */
+    if (columns == NULL) return NULL;
+    return Py_BuildValue("(nN)", (Py_ssize_t)s.rows, columns);
 }
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(text, start, end) -> EventColumns: the events array text[start:end] as Arrow columns; "
-     "Unsupported when it is not read exactly."},
+     "scan(text, start, end) -> (rows, {name: EventColumn}): the events array text[start:end] as Arrow "
+     "columns; Unsupported when it is not read exactly."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -925,7 +900,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__eventscan(void) {
     init_byte_classes();
-    if (PyType_Ready(&EventColumnsType) < 0) return NULL;
+    if (PyType_Ready(&EventColumnType) < 0) return NULL;
     PyObject *module = PyModule_Create(&MODULE);
     if (module == NULL) return NULL;
     Unsupported = PyErr_NewException("tracekit.trace._eventscan.Unsupported", PyExc_ValueError, NULL);
@@ -935,11 +910,5 @@ PyMODINIT_FUNC PyInit__eventscan(void) {
         return NULL;
     }
     Py_INCREF(Unsupported);
-    Py_INCREF(&EventColumnsType);
-    if (PyModule_AddObject(module, "EventColumns", (PyObject *)&EventColumnsType) < 0) {
-        Py_DECREF(&EventColumnsType);
-        Py_DECREF(module);
-        return NULL;
-    }
     return module;
 }

@@ -163,11 +163,11 @@ def _scanned(text: bytes, start: int, end: int) -> pl.DataFrame | None:
     if _eventscan is None:
         return None
     try:
-        columns = _eventscan.scan(text, start, end)
+        rows, columns = _eventscan.scan(text, start, end)
     except _eventscan.Unsupported:
         return None
-    frame = pl.DataFrame(columns)
-    assert dict(frame.schema) == RAW_SCHEMA and frame.height == columns.rows
+    frame = pl.DataFrame([pl.Series(columns[name]) for name in RAW_SCHEMA])
+    assert dict(frame.schema) == RAW_SCHEMA and frame.height == rows
     return frame
 
 
