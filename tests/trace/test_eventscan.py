@@ -127,3 +127,16 @@ def test_text_that_is_not_json_is_never_read(events: list, position: float, dama
         assert scanned is None
     elif scanned is not None:
         assert scanned.equals(_objects(broken))
+
+
+@pytest.mark.parametrize("bad", [b"\x01", b"\x1f", b"\xff", b"\xc3", b'"', b"\\x"])
+def test_a_bad_byte_anywhere_in_a_long_string_is_seen(bad: bytes) -> None:
+    # Long text is checked eight bytes at a time: a bad byte must stop it wherever it sits.
+    for position in range(40):
+        name = b"n" * position + bad + b"n" * (39 - position)
+        text = b'{"traceEvents": [{"ph": "X", "name": "' + name + b'", "ts": 1, "dur": 2}]}'
+        start = text.index(b"[") + 1
+
+        scanned = columnar._scanned(text, start, len(text) - 2)
+
+        assert scanned is None, (bad, position)

@@ -112,6 +112,16 @@ static void init_byte_classes(void) {
     BYTE_CLASS['\t'] |= BLANK;
 }
 
+/* Eight bytes at a time: nonzero when any byte of `word` ends a plain run of string text (the
+ * classic bit tricks for "a byte below n" and "a byte equal to c", on 64-bit words). */
+#define BYTES(c) (0x0101010101010101ULL * (uint64_t)(c))
+static inline uint64_t string_stops(uint64_t word) {
+    uint64_t quote = word ^ BYTES('"'), backslash = word ^ BYTES('\\');
+    uint64_t below_space = (word - BYTES(0x20)) & ~word;
+    uint64_t is_quote = (quote - BYTES(1)) & ~quote, is_backslash = (backslash - BYTES(1)) & ~backslash;
+    return (below_space | is_quote | is_backslash | word) & BYTES(0x80); /* `word`: bytes >= 0x80 */
+}
+
 static inline void skip_blank(Scanner *s) {
     while (s->at < s->end && (BYTE_CLASS[*s->at] & BLANK)) s->at++;
 }
@@ -191,6 +201,8 @@ static int read_string(Scanner *s, Field *field, int *escaped) {
     const unsigned char *p = s->at + 1, *begin = p;
     int has_escape = 0;
     while (1) {
+        uint64_t word;
+        while (s->end - p >= 8 && (memcpy(&word, p, 8), string_stops(word) == 0)) p += 8;
         while (p < s->end && !(BYTE_CLASS[*p] & STRING_STOP)) p++;
         if (p >= s->end) {
             s->at = p;
