@@ -22,6 +22,8 @@ gives ranks that are copies of that trace, each its own rank):
     python benchmarks/make_large_traces.py /tmp/tracekit-bench/eight --ranks 8 --mb 54
     python benchmarks/hta_compare.py /tmp/tracekit-bench/single /tmp/tracekit-bench/eight \\
         --hta-python /tmp/hta-venv/bin/python
+Each kind of trace belongs in a run (their event mix differs: docs/performance.md builds sets from
+the shared dlrm, DeepSeek and HTA traces).
 """
 
 from __future__ import annotations
