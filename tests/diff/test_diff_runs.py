@@ -63,11 +63,23 @@ def test_a_slow_link_is_named_first(runs) -> None:
 @pytest.mark.slow
 def test_a_slower_w_with_slack_shows_its_change_at_little_price(runs) -> None:
     result = _diff(runs, "zbv-base", "zbv-slow-w")
-    w = result.explanation.rows.filter((pl.col("rank") == SLOW_W_RANK) & (pl.col("kind") == "W"))
+    explained = result.explanation.rows
+    w = explained.filter((pl.col("rank") == SLOW_W_RANK) & (pl.col("kind") == "W"))
     own, saving = w["own_change_ms"].sum(), w["saving_ms"].sum()
+    others = explained.filter((pl.col("rank") != SLOW_W_RANK) & (pl.col("kind") == "W") & (pl.col("level") == "group"))
+    drift = others.group_by("rank").agg(pl.col("own_change_ms").sum())["own_change_ms"].median() or 0.0
+    planted = 16 * SLOW_W_MS
+    if abs(drift) > 0.5 * planted:
+        # With both cores contended (two CPU hogs beside four ranks), the other ranks' W came out 16 ms
+        # per step faster (median) in the planted capture than in BASE, and rank 0's 18 ms faster
+        # despite its planted 8: a rank that sleeps changes how the others share the cores, and
+        # wall-clock own times move by more than the change. Such a pair cannot resolve a change this
+        # small (the planted stragglers and links of the tests above, 60 ms, still stand out).
+        pytest.xfail(f"the other ranks' W moved {drift:+.1f} ms per step between the captures, past the planted {planted:g}")
     # Each of the rank's 16 W per step (8 micro-batches, stages 0 and 7) sleeps 0.5 ms more: 8 ms of
-    # its own time per step, at least half of it seen beyond the noise each op keeps.
-    assert own >= 0.5 * 16 * SLOW_W_MS, w
+    # its own time per step, at least half of it seen beyond the noise each op keeps and the other
+    # ranks' drift.
+    assert own - drift >= 0.5 * planted, (own, drift, w, others)
     # Few of them are on the step's critical path (the W that ends it among them); the others fill
     # waits. Measured over 11 pairs of captures with both cores busy: 3% to 30% of the own change
     # (quiet: 10% and 25%); a W on the critical ranks 1 to 3 costs half its own change.

@@ -23,12 +23,24 @@ pytestmark = pytest.mark.skipif(columnar._eventscan is None, reason="the event s
 
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
 _INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
-_SCALAR = st.one_of(st.none(), st.booleans(), _TEXT, st.integers(-(2**70), 2**70), st.floats(allow_nan=False, allow_infinity=False))
-_ANY = st.recursive(_SCALAR, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3), max_leaves=8)
+_SCALAR = st.one_of(
+    st.none(),
+    st.booleans(),
+    _TEXT,
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+_ANY = st.recursive(
+    _SCALAR,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
 _NUMBER = st.one_of(st.integers(0, 2**62), st.floats(0, 1e17, allow_nan=False))
 
 
-def _event(value: st.SearchStrategy, text: st.SearchStrategy, number: st.SearchStrategy, integer) -> st.SearchStrategy:
+def _event(
+    value: st.SearchStrategy, text: st.SearchStrategy, number: st.SearchStrategy, integer
+) -> st.SearchStrategy:
     args = st.fixed_dictionaries(
         {},
         optional={
@@ -57,14 +69,18 @@ def _event(value: st.SearchStrategy, text: st.SearchStrategy, number: st.SearchS
     )
 
 
-_EXPORTED = _event(None, st.one_of(st.none(), _TEXT), st.one_of(st.none(), _NUMBER), st.one_of(st.none(), _INT64))
+_EXPORTED = _event(
+    None, st.one_of(st.none(), _TEXT), st.one_of(st.none(), _NUMBER), st.one_of(st.none(), _INT64)
+)
 """Events with the field types exporters write (nulls included): the scanner reads every one."""
 _ODD = _event(_ANY, _ANY, _ANY, _ANY)
 """Any JSON value in any field."""
 
 
 def _text(events: list, indent: bool) -> tuple[bytes, int, int]:
-    body = json.dumps(events, indent=2 if indent else None, separators=None if indent else (",", ":")).encode()
+    body = json.dumps(
+        events, indent=2 if indent else None, separators=None if indent else (",", ":")
+    ).encode()
     text = b'{"schemaVersion": 1, "traceEvents": ' + body + b"}"
     start = len(b'{"schemaVersion": 1, "traceEvents": [')
     return text, start, len(text) - 2
