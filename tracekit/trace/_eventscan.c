@@ -539,11 +539,12 @@ static int read_field(Scanner *s, int column, Field *field) {
     }
 }
 
-static int read_args(Scanner *s, Field *fields) {
-    for (int c = COL_CORRELATION; c <= COL_STREAM; c++) fields[c].present = 0;
-    skip_blank(s);
-    if (s->at >= s->end || *s->at != '{') return skip_value(s, 1); /* args that is not an object: none */
-    s->at++;
+static int read_args(Scanner *s, Field *fields);
+
+/* The members of an object whose '{' was just passed: known keys into `fields`, any other value
+ * checked and passed over. `args`: the object is an event's args (its keys are the args' ones);
+ * else it is the event itself, whose "args" member is read by read_args. */
+static int read_members(Scanner *s, Field *fields, int args) {
     skip_blank(s);
     if (s->at < s->end && *s->at == '}') {
         s->at++;
@@ -551,18 +552,18 @@ static int read_args(Scanner *s, Field *fields) {
     }
     while (1) {
         skip_blank(s);
-        int column = read_key(s, 1);
+        int column = read_key(s, args);
         if (column == -3) return -1;
         skip_blank(s);
         if (s->at >= s->end || *s->at != ':') return fail(s, "expected ':'");
         s->at++;
-        if (column >= 0) {
-            if (read_field(s, column, &fields[column]) < 0) return -1;
-        } else if (skip_value(s, 2) < 0) {
-            return -1;
-        }
+        int status;
+        if (column >= 0) status = read_field(s, column, &fields[column]);
+        else if (column == KEY_ARGS) status = read_args(s, fields);
+        else status = skip_value(s, args ? 2 : 1);
+        if (status < 0) return -1;
         skip_blank(s);
-        if (s->at >= s->end) return fail(s, "unterminated args");
+        if (s->at >= s->end) return fail(s, "unterminated object");
         if (*s->at == ',') {
             s->at++;
             continue;
@@ -573,6 +574,14 @@ static int read_args(Scanner *s, Field *fields) {
         }
         return fail(s, "expected ',' or '}'");
     }
+}
+
+static int read_args(Scanner *s, Field *fields) {
+    for (int c = COL_CORRELATION; c <= COL_STREAM; c++) fields[c].present = 0;
+    skip_blank(s);
+    if (s->at >= s->end || *s->at != '{') return skip_value(s, 1); /* args that is not an object: none */
+    s->at++;
+    return read_members(s, fields, 1);
 }
 
 static int set_valid(Column *column, Py_ssize_t row, int valid) {
@@ -620,37 +629,8 @@ static int read_event(Scanner *s) {
     for (int c = 0; c < N_COLUMNS; c++) fields[c].present = 0;
     s->scratch.size = 0;
     s->at++; /* '{' */
-    skip_blank(s);
-    if (s->at < s->end && *s->at == '}') {
-        s->at++;
-        return append_row(s, fields);
-    }
-    while (1) {
-        skip_blank(s);
-        int column = read_key(s, 0);
-        if (column == -3) return -1;
-        skip_blank(s);
-        if (s->at >= s->end || *s->at != ':') return fail(s, "expected ':'");
-        s->at++;
-        if (column >= 0) {
-            if (read_field(s, column, &fields[column]) < 0) return -1;
-        } else if (column == KEY_ARGS) {
-            if (read_args(s, fields) < 0) return -1;
-        } else if (skip_value(s, 1) < 0) {
-            return -1;
-        }
-        skip_blank(s);
-        if (s->at >= s->end) return fail(s, "unterminated event");
-        if (*s->at == ',') {
-            s->at++;
-            continue;
-        }
-        if (*s->at == '}') {
-            s->at++;
-            return append_row(s, fields);
-        }
-        return fail(s, "expected ',' or '}'");
-    }
+    if (read_members(s, fields, 0) < 0) return -1;
+    return append_row(s, fields);
 }
 
 static int scan_events(Scanner *s) {
