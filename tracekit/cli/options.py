@@ -10,9 +10,8 @@ puts them (and ``--pipelines``, ``--kernel-classes``) on a command, ``analysis_c
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import inspect
+import functools
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -164,16 +163,31 @@ class ConfigOption:
     kind: Any
     """click's type: float, int, or a Choice of a Literal's values."""
     default: Any
-    help: str
 
     @property
     def name(self) -> str:
         """The keyword the command receives it as."""
         return f"{self.component}_{self.field}"
 
+    @property
+    def help(self) -> str:
+        """``FLAG_HELP``'s text, else the field's docstring (read from the source only when asked for)."""
+        given = FLAG_HELP.get((self.component, self.field))
+        if given is not None:
+            return given
+        return _field_docs(COMPONENTS[self.component]).get(self.field, "").replace("``", "")
 
+
+@functools.cache
 def _field_docs(cls: type) -> dict[str, str]:
-    """Each field's docstring (the string right after its annotation), one line."""
+    """Each field's docstring (the string right after its annotation), one line.
+
+    Parsing a class's source costs about a tenth of a CPU second (inspect, tokenize, ast): only ``--help``
+    and the tests ask for it, never a command's start-up.
+    """
+    import ast
+    import inspect
+
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}
@@ -182,6 +196,19 @@ def _field_docs(cls: type) -> dict[str, str]:
             if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
                 docs[node.target.id] = " ".join(str(after.value.value).split())
     return docs
+
+
+class _FieldOption(click.Option):
+    """A config field's option: its help text is looked up when help is shown, not when the command is built."""
+
+    def __init__(self, *args: Any, row: ConfigOption, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.row = row
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        if self.help is None:
+            self.help = f"[{self.row.component}] {self.row.help}"
+        return super().get_help_record(ctx)
 
 
 def _kind(annotation: Any) -> Any:
@@ -198,11 +225,9 @@ def _options() -> tuple[ConfigOption, ...]:
     rows = []
     for component, cls in COMPONENTS.items():
         hints = typing.get_type_hints(cls)
-        docs = _field_docs(cls)
         for item in dataclasses.fields(cls):
             flag = FLAG_NAMES.get((component, item.name), f"--{component}-{item.name.replace('_', '-')}")
-            help_text = FLAG_HELP.get((component, item.name), docs.get(item.name, "").replace("``", ""))
-            rows.append(ConfigOption(component, item.name, flag, _kind(hints[item.name]), item.default, help_text))
+            rows.append(ConfigOption(component, item.name, flag, _kind(hints[item.name]), item.default))
     return tuple(rows)
 
 
@@ -224,10 +249,11 @@ def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
         command = click.option(
             row.flag,
             row.name,
+            cls=_FieldOption,
+            row=row,
             type=row.kind,
             default=row.default,
             show_default=row.default is not None,
-            help=f"[{row.component}] {row.help}",
         )(command)
     return kernel_classes_option(pipelines_option(command))
 
