@@ -1,12 +1,14 @@
-"""Span intersection and difference (tracekit.analysis.intervals) against a brute-force count."""
+"""Span unions, intersections and differences (tracekit.analysis.intervals) against a brute-force count."""
 
 from __future__ import annotations
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.analysis.intervals import intersect_spans, overlap_ns, subtract_spans
+from tracekit.analysis import intervals
+from tracekit.analysis.intervals import intersect_spans, merge_spans, overlap_ns, subtract_spans
 
 spans = st.lists(
     st.tuples(st.integers(0, 1), st.integers(0, 60), st.integers(0, 15)).map(
@@ -50,3 +52,33 @@ def test_intersection_and_difference_match_unit_counts(first, second) -> None:
         gaps = ordered.with_columns(pl.col("end_ns").shift(1).over("group").alias("previous_end"))
         assert (gaps["start_ns"] > gaps["previous_end"]).fill_null(True).all()
         assert (frame["end_ns"] > frame["start_ns"]).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=spans, base=st.sampled_from([0, 1_700_000_000_000_000_000]))
+def test_merged_spans_cover_the_same_points_disjoint_and_sorted(rows, base) -> None:
+    frame = _frame(rows).with_columns(pl.col("start_ns", "end_ns") + base)
+
+    merged = merge_spans(frame, ["group"])
+
+    for group in (0, 1):
+        covered = {t - base for g, start, end in merged.iter_rows() if g == group for t in range(start, end)}
+        assert covered == _points(rows, group)
+    assert merged.equals(merged.sort("group", "start_ns"))
+    gaps = merged.with_columns(pl.col("end_ns").shift(1).over("group").alias("previous_end"))
+    assert (gaps["start_ns"] > gaps["previous_end"]).fill_null(True).all()  # touching spans are merged
+
+
+@pytest.mark.parametrize("by", [[], ["group"], ["group", "stream"]])
+def test_the_offset_and_the_windowed_merge_agree(by: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [(g, s, start, start + length) for g in (0, 1, None) for s in ("a", "b") for start, length in
+            ((0, 5), (3, 4), (7, 0), (7, 1), (20, 2), (22, 1), (30, 0))]  # fmt: skip
+    frame = pl.DataFrame(rows, schema=["group", "stream", "start_ns", "end_ns"], orient="row")
+
+    merged = merge_spans(frame, by)
+    monkeypatch.setattr(intervals, "_OFFSET_LIMIT", 0)  # every merge takes the windowed road
+    windowed = merge_spans(frame, by)
+
+    assert merged.equals(windowed)
+    # [0, 8], [20, 23] and [30, 30] in each group
+    assert merged.height == 3 * (frame.select(by).n_unique() if by else 1)

@@ -10,12 +10,55 @@ from __future__ import annotations
 import polars as pl
 
 
+_OFFSET_LIMIT = 2**62
+"""Most a group's offset on the shared time axis may reach (int64 holds 2**63 - 1)."""
+
+
 def merge_spans(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Merge overlapping or touching spans within each ``by`` group into disjoint ones.
 
     Returns columns ``by`` + ``start_ns``, ``end_ns``, sorted; an empty input gives an empty frame.
+
+    Sorted by start, then stably by group; then one running maximum of the ends over the whole frame:
+    each group's times are moved past the previous group's (``group index * width`` of the times), so
+    the running maximum starts afresh in each group without a window per group, and a merged span's
+    end is the running maximum on its last row. Where those offsets would pass ``_OFFSET_LIMIT``, a windowed running maximum per
+    group does the same.
     """
-    ordered = spans.select(*by, "start_ns", "end_ns").sort(*by, "start_ns")
+    ordered = _by_start(spans.select(*by, "start_ns", "end_ns"), by)
+    if ordered.is_empty():
+        return ordered
+    low, high = ordered["start_ns"].min(), ordered["end_ns"].max()
+    width = max(int(high) - int(low), 0) + 1  # type: ignore[arg-type]
+    if width * ordered.height >= _OFFSET_LIMIT:
+        return _merge_spans_windowed(ordered, by)
+    new_group = pl.lit(False)
+    for column in by:
+        new_group = new_group | pl.col(column).ne_missing(pl.col(column).shift(1))
+    new_group = new_group.fill_null(True)  # the first row opens a group
+    offset = (new_group.cast(pl.Int64()).cum_sum() - 1) * width - low if by else pl.lit(-low, pl.Int64())
+    reach = (pl.col("end_ns") + pl.col("_offset")).cum_max()
+    opens = new_group | (pl.col("start_ns") + pl.col("_offset") > pl.col("_reach").shift(1)).fill_null(True)
+    bounds = (
+        ordered.with_columns(offset.alias("_offset"))
+        .with_columns(reach.alias("_reach"))
+        .with_columns(opens.alias("_opens"))
+        .with_columns(pl.col("_opens").shift(-1, fill_value=True).alias("_closes"))
+    )
+    starts = bounds.filter(pl.col("_opens")).select(*by, "start_ns")
+    ends = bounds.filter(pl.col("_closes")).select((pl.col("_reach") - pl.col("_offset")).alias("end_ns"))
+    return starts.with_columns(ends.to_series())
+
+
+def _by_start(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """``spans`` sorted by ``by``, then ``start_ns``: by start, then stably by group (half the CPU of one sort on
+    both keys, whose rows polars encodes first)."""
+    ordered = spans.sort("start_ns")
+    return ordered.sort(by, maintain_order=True) if by else ordered
+
+
+def _merge_spans_windowed(ordered: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """``merge_spans`` of spans sorted by ``by`` and ``start_ns``, with a running maximum per group."""
     reach = pl.col("end_ns").cum_max().shift(1)
     if by:
         reach = reach.over(by)
