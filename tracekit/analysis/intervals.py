@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import polars as pl
 
-
 _OFFSET_LIMIT = 2**62
 """Most a group's offset on the shared time axis may reach (int64 holds 2**63 - 1)."""
 
@@ -35,19 +34,21 @@ def merge_spans(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     new_group = pl.lit(False)
     for column in by:
         new_group = new_group | pl.col(column).ne_missing(pl.col(column).shift(1))
-    new_group = new_group.fill_null(True)  # the first row opens a group
     offset = (new_group.cast(pl.Int64()).cum_sum() - 1) * width - low if by else pl.lit(-low, pl.Int64())
-    reach = (pl.col("end_ns") + pl.col("_offset")).cum_max()
     opens = new_group | (pl.col("start_ns") + pl.col("_offset") > pl.col("_reach").shift(1)).fill_null(True)
-    bounds = (
-        ordered.with_columns(offset.alias("_offset"))
-        .with_columns(reach.alias("_reach"))
+    closes = pl.col("_opens").shift(-1, fill_value=True)
+    reach = pl.col("_reach") - pl.col("_offset")
+    return (
+        ordered.lazy()
+        .with_columns(offset.alias("_offset"))
+        .with_columns((pl.col("end_ns") + pl.col("_offset")).cum_max().alias("_reach"))
         .with_columns(opens.alias("_opens"))
-        .with_columns(pl.col("_opens").shift(-1, fill_value=True).alias("_closes"))
+        .filter(pl.col("_opens") | closes)  # each merged span's first and last rows (one row when alone)
+        .with_columns(pl.when(closes).then(reach).otherwise(reach.shift(-1)).alias("end_ns"))
+        .filter(pl.col("_opens"))
+        .select(*by, "start_ns", "end_ns")
+        .collect()
     )
-    starts = bounds.filter(pl.col("_opens")).select(*by, "start_ns")
-    ends = bounds.filter(pl.col("_closes")).select((pl.col("_reach") - pl.col("_offset")).alias("end_ns"))
-    return starts.with_columns(ends.to_series())
 
 
 def _by_start(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
@@ -87,6 +88,9 @@ def _sweep(first: pl.DataFrame, second: pl.DataFrame, by: list[str]) -> pl.DataF
     """Elementary segments of two span sets: ``by``, ``start_ns``, ``end_ns``, ``in_first``, ``in_second``.
 
     Each side is merged first, so within a side spans are disjoint and the running count is 0 or 1.
+    Every span adds its weight at its start and takes it back at its end, so a group's running count
+    ends at 0: one running count over the whole frame, sorted by group, is each group's own, and a
+    segment with a count is never the last of its group. Segments covered by neither side are left out.
     """
     edges = []
     for spans, weight in ((merge_spans(first, by), 1), (merge_spans(second, by), 2)):
@@ -96,14 +100,16 @@ def _sweep(first: pl.DataFrame, second: pl.DataFrame, by: list[str]) -> pl.DataF
         edges.append(
             spans.select(*by, pl.col("end_ns").alias("at_ns"), pl.lit(-weight, pl.Int8()).alias("delta"))
         )
-    ordered = pl.concat(edges).sort(*by, "at_ns")
-    state = pl.col("delta").cast(pl.Int32()).cum_sum()
-    following = pl.col("at_ns").shift(-1)
+    ordered = pl.concat(edges).sort("at_ns")
     if by:
-        state, following = state.over(by), following.over(by)
+        ordered = ordered.sort(by, maintain_order=True)
     return (
-        ordered.with_columns(state.alias("_state"), following.alias("end_ns"))
-        .filter(pl.col("end_ns").is_not_null() & (pl.col("end_ns") > pl.col("at_ns")))
+        ordered.lazy()
+        .with_columns(
+            pl.col("delta").cast(pl.Int32()).cum_sum().alias("_state"),
+            pl.col("at_ns").shift(-1).alias("end_ns"),
+        )
+        .filter((pl.col("_state") != 0) & (pl.col("end_ns") > pl.col("at_ns")))
         .select(
             *by,
             pl.col("at_ns").alias("start_ns"),
@@ -111,6 +117,7 @@ def _sweep(first: pl.DataFrame, second: pl.DataFrame, by: list[str]) -> pl.DataF
             (pl.col("_state") % 2 == 1).alias("in_first"),
             (pl.col("_state") >= 2).alias("in_second"),
         )
+        .collect()
     )
 
 
