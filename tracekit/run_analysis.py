@@ -341,13 +341,12 @@ class RunAnalysis:
         """The dependency graph and op instances (``tracekit.whatif.pipeline`` / ``megatron``)."""
         from tracekit.whatif.megatron import megatron_case  # here: the op-table path loads yaml
         from tracekit.whatif.optable import find_meta, read_meta, read_optable
-        from tracekit.whatif.pipeline import COMMIT_AND_WAIT_CLASSES, pipeline_case_nodes  # here: see the top
+        from tracekit.whatif.pipeline import pipeline_case_nodes  # here: see the top
 
         if isinstance(self.data, OpTableSource):
             job = read_meta(self.data.meta if self.data.meta is not None else find_meta(self.source))
             return Replay(megatron_case(read_optable(self.source), job, str(self.source)), ())
-        waits = self.schedule_class in COMMIT_AND_WAIT_CLASSES
-        case, warnings, node_of_action = pipeline_case_nodes(self.actions, str(self.source), waits)
+        case, warnings, node_of_action = pipeline_case_nodes(self.actions, str(self.source), self.schedule_class)
         return Replay(case, warnings, node_of_action)
 
     @property

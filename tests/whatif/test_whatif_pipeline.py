@@ -18,7 +18,9 @@ from tracekit.schedule.engine import simulate
 from tracekit.schedule.registry import generate
 from tracekit.whatif.attribution import what_if
 from tracekit.analysis.dependencies import cross_rank_dependencies
-from tracekit.whatif.pipeline import COMMIT_AND_WAIT_CLASSES, _peer_wait_edges, pipeline_case
+from tracekit.schedule.action import flatten
+from tracekit.whatif.commit_and_wait import commit_program
+from tracekit.whatif.pipeline import COMMIT_AND_WAIT_CLASSES, pipeline_case
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 SAMPLE_RUNS = (
@@ -165,19 +167,49 @@ def test_what_if_attributes_to_the_slow_replica_its_stage_and_worker() -> None:
     assert result.by_dp_rank[0] == pytest.approx(1.0)
 
 
-def test_peer_waits_join_a_sender_to_its_receiver_only_where_the_recorded_run_kept_them() -> None:
-    # Rank 0 runs a (0-10) then b (20-30); rank 1 runs c (0-15) then d (16-25), d reading a's output.
-    lanes = np.array([[0, 0], [0, 0], [0, 1], [0, 1]])
-    start, end = np.array([0, 20, 0, 16]), np.array([10, 30, 15, 25])
-    edges = _peer_wait_edges(lanes, start, end, np.array([0]), np.array([3]))
-    # b waited for rank 1 to post its receive (c ended at 15, before b started at 20); no receive
-    # was queued ahead of d (a ended at 10, after c had started at 0).
-    assert edges.tolist() == [[2, 1]]
-    # Had b started before c ended, rank 0 did not wait for it: no edge.
-    assert _peer_wait_edges(lanes, np.array([0, 12, 0, 16]), end, np.array([0]), np.array([3])).size == 0
-    # A transfer within one rank, or without a next / previous action, adds nothing.
-    assert _peer_wait_edges(lanes, start, end, np.array([0]), np.array([1])).size == 0
-    assert _peer_wait_edges(lanes, start, end, np.array([1]), np.array([2])).size == 0
+@pytest.mark.parametrize("v_shaped", [False, True])
+@pytest.mark.parametrize(("pp", "microbatches"), [(2, 4), (4, 8), (4, 12), (6, 12), (8, 20)])
+def test_the_commit_program_runs_the_simulated_order_and_posts_each_transfer_once(
+    v_shaped: bool, pp: int, microbatches: int
+) -> None:
+    programs = commit_program(pp, microbatches, v_shaped)
+    schedule = generate("dualpipev" if v_shaped else "dualpipe", pp, microbatches)
+    for rank, program in enumerate(programs):
+        order = tuple(
+            ("F" if a.kind.value == "F" else "W" if a.kind.value == "W" else "B", a.stage, a.microbatch)
+            for a in flatten(schedule.steps[rank])
+        )
+        assert program.actions == order
+        # A send is posted after its action ran, a receive no later than the commit before its action.
+        assert all(at > program.actions.index(key) for key, at in program.sends.items())
+        assert all(at <= program.actions.index(key) for key, at in program.receives.items())
+    sent = sorted(key for program in programs for key in program.sends)
+    received = sorted(key for program in programs for key in program.receives)
+    assert len(sent) == len(set(sent)) and len(received) == len(set(received))
+    assert len(sent) == len(received)
+
+
+def test_a_send_held_past_the_next_action_makes_its_receiver_wait_for_that_action() -> None:
+    # DualPipe on 4 ranks, 8 micro-batches: rank 0 queues F(0, mb 2)'s send only after its next
+    # forward F(7, mb 4) (step 2, ``_send_forward(0)`` after ``_forward_chunk(1)``), and rank 1
+    # posts that receive an action ahead, with F(6, mb 5). So rank 1's F(6, 5) waits for rank 0's
+    # F(7, 4), and rank 0's next action, B(7, 4), for rank 1 to reach that commit (F(1, 1) ended).
+    frame = simulated_actions("dualpipe", steps=1)
+    with_waits, warnings = pipeline_case(frame, "dualpipe", "DualPipe")
+    without, _ = pipeline_case(frame, "dualpipe")
+    labels = with_waits.graph.labels
+    edges = {(labels[a], labels[b]) for a, b in zip(with_waits.graph.sources, with_waits.graph.targets)}
+    assert warnings == ()
+    assert ("step 0 rank 0 7F4", "step 0 rank 1 6F5") in edges
+    assert ("step 0 rank 1 1F1", "step 0 rank 0 7I4") in edges
+    assert with_waits.graph.sources.size > without.graph.sources.size
+
+
+def test_a_run_its_program_does_not_hold_replays_without_peer_waits_and_says_why() -> None:
+    frame = simulated_actions("dualpipe", steps=1).filter(~((pl.col("rank") == 2) & (pl.col("kind") == "W")))
+    case, warnings = pipeline_case(frame, "dualpipe", "DualPipe")
+    assert any("replayed without DualPipe's peer waits: step 0 rank 2 did not run" in w for w in warnings)
+    assert case.graph.sources.size == pipeline_case(frame, "dualpipe")[0].graph.sources.size
 
 
 def test_deepseek_dualpipe_replays_its_peer_waits_and_still_reruns_the_recorded_steps() -> None:
@@ -186,8 +218,10 @@ def test_deepseek_dualpipe_replays_its_peer_waits_and_still_reruns_the_recorded_
     with_waits = analysis.case
     without, _ = pipeline_case(analysis.actions, "deepseek-dualpipe")
     assert with_waits.graph.sources.size > without.graph.sources.size
-    # Every op still waits for at least what it did, so its gap to being ready is no larger.
+    # Every op still waits for at least what it did, so its gap to being ready is no larger; and
+    # the recorded run kept every wait of the program: no op but a pair's started before it was ready.
     assert (with_waits.ops["gap_ms"].to_numpy() <= without.ops["gap_ms"].to_numpy() + 1e-9).all()
+    assert with_waits.ops.filter((pl.col("gap_ms") < 0) & (pl.col("optype") != "F&B")).is_empty()
     occupied = np.maximum(with_waits.ops["duration_ms"].to_numpy() + with_waits.ops["gap_ms"].to_numpy(), 0.0)
     assert with_waits.replay_step_times(occupied) == pytest.approx(with_waits.measured_ms(), abs=1e-6)
     # torch's schedules wait for their own receives alone.

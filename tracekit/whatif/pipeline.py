@@ -9,17 +9,20 @@ node: its halves run as one chunk). Edges:
   needs I), where a micro-batch's path is the stages it ran on in that step (DualPipe's two
   directions have paths 0..P-1 and P..2P-1).
 
-- peer waits (``waits_for_peers``, DeepSeek's DualPipe and DualPipeV: ``COMMIT_AND_WAIT_CLASSES``):
-  those schedules queue an action's sends until the next action, post them together with the
-  receives queued since, and wait for all of them before computing (``_commit_and_wait_comm``). A
+- peer waits (the run's ``schedule_class`` one of ``COMMIT_AND_WAIT_CLASSES``: DeepSeek's DualPipe
+  and DualPipeV): those schedules queue sends and receives and post them together at the next
+  ``_commit_and_wait_comm``, which every action starts with and which waits for all of them. A
   point-to-point send completes only once its receiver has posted the matching receive (gloo's
-  unbound buffers and NCCL alike), and a receive may be queued an action ahead of the one that
-  reads it. So per transfer P -> C, two more edges: the action after P waits for C's rank to end
-  the action before C (the receiver reaching its receive), and the action before C waits for P
-  (a receive queued ahead). An edge is added only where the recorded run is consistent with it
-  (its source ended before its destination started), so it never invents a wait the run did not
-  allow; where the receive was not queued ahead, the second edge is slack in the recorded run
-  and may bind in a faster counterfactual, which errs towards a smaller saving.
+  unbound buffers and NCCL alike), and a receive only once its sender has posted. Which commit
+  posts a transfer is the schedule's program, not the action order: most sends leave at the
+  sender's next action, some only at the one after (DualPipe's step 2 queues a forward's send
+  behind the next forward), and some receives are posted an action ahead
+  (``tracekit.whatif.commit_and_wait`` replays the source's ``step``). So per transfer, with S
+  the sender's action whose commit posts the send and Q the receiver's whose commit posts the
+  receive: Q waits for the action before S (the sender reaching its commit), and S for the action
+  before Q (the receiver reaching its own). Each lane is matched to its rank's program action by
+  action; a run the program does not hold (a rank that ran other actions) replays without peer
+  waits, with a warning that says why.
 
 Producers are found by (step, replica, slot, stage, micro-batch), so a stage may run on any rank
 of its replica's pipeline (``replica``: the data-parallel replica, ``tracekit.analysis.pipelines``):
@@ -43,6 +46,7 @@ import polars as pl
 from tracekit.analysis.dependencies import PATH_ROLE, dependency_rows, numbered_actions
 from tracekit.errors import TracekitError
 from tracekit.whatif.case import MEASURED_SCHEMA, OPS_SCHEMA, ReplayCase
+from tracekit.whatif.commit_and_wait import ActionKey, RankProgram, commit_program
 from tracekit.whatif.graph import GraphCycleError, dependency_graph
 
 PAIR_KIND = "F&B"
@@ -100,43 +104,83 @@ def _gaps_ns(nodes: pl.DataFrame, edges: np.ndarray) -> np.ndarray:
 
 
 def pipeline_case(
-    actions: pl.DataFrame, source: str, waits_for_peers: bool = False
+    actions: pl.DataFrame, source: str, schedule_class: str | None = None
 ) -> tuple[ReplayCase, tuple[str, ...]]:
     """The realized schedule as a replay case, and warnings (dependencies whose producer is absent)."""
-    case, warnings, _ = pipeline_case_nodes(actions, source, waits_for_peers)
+    case, warnings, _ = pipeline_case_nodes(actions, source, schedule_class)
     return case, warnings
 
 
-def _peer_wait_edges(
-    lanes: np.ndarray, start: np.ndarray, end: np.ndarray, producer: np.ndarray, consumer: np.ndarray
-) -> np.ndarray:
-    """The peer-wait edges (module docstring) of the cross-rank transfers ``producer`` -> ``consumer``.
+def _commit_edges(
+    actions: pl.DataFrame, row_node: np.ndarray, producer: np.ndarray, consumer: np.ndarray, v_shaped: bool
+) -> tuple[np.ndarray, str | None]:
+    """The peer-wait edges (module docstring) of the cross-rank transfers ``producer`` -> ``consumer`` (rows).
 
-    ``lanes``: (step, rank) per node, nodes in lane order; ``start``, ``end``: per node, ns. Per
-    transfer: the consumer's previous node -> the producer's next node, and the producer -> the
-    consumer's previous node, each where both ends exist in the same step and the recorded run
-    kept it (source ended before destination started).
+    ``actions``: ``numbered_actions``' rows, ``row_node`` their nodes. Each lane is matched, action
+    by action, to its rank's program (``commit_program``: DualPipe's, or DualPipeV's when
+    ``v_shaped``); a run whose lanes or transfers the program does not hold gets no edges and
+    the reason why instead.
     """
-    cross = lanes[producer, 1] != lanes[consumer, 1]
-    producer, consumer = producer[cross], consumer[cross]
-    after, before = producer + 1, consumer - 1
-    exists = (after < lanes.shape[0]) & (before >= 0)
-    after, before, producer, consumer = after[exists], before[exists], producer[exists], consumer[exists]
-    sender_next = (lanes[after] == lanes[producer]).all(axis=1)
-    receiver_previous = (lanes[before] == lanes[consumer]).all(axis=1)
-    posted = receiver_previous & sender_next & (end[before] <= start[after])
-    ahead = receiver_previous & (end[producer] <= start[before])
-    return np.concatenate(
-        [np.stack([before[posted], after[posted]], axis=1), np.stack([producer[ahead], before[ahead]], axis=1)]
+    no_edges = np.empty((0, 2), dtype=np.int64)
+    lanes = actions.select(
+        "step",
+        "replica",
+        "rank",
+        pl.col("kind").replace({"I": "B"}).alias("what"),  # the program's B: a backward, full or for inputs
+        "stage",
+        "microbatch",
+    ).with_columns(
+        pl.col("stage").min().over("replica", "rank").alias("pp_rank"),
+        ((pl.col("stage").max().over("replica") + 1) // 2).alias("pp_size"),
+        pl.col("microbatch").n_unique().over("step", "replica").alias("chunks"),
     )
+    keys = list(zip(lanes["what"].to_list(), lanes["stage"].to_list(), lanes["microbatch"].to_list()))
+    lane_of = list(zip(lanes["step"].to_list(), lanes["rank"].to_list()))
+    programs: dict[tuple[int, int], tuple[RankProgram, ...]] = {}
+    lane_program: dict[tuple[int, int], RankProgram] = {}
+    lane_nodes: dict[tuple[int, int], dict[ActionKey, int]] = {}
+    for (step, rank, pp_rank, pp_size, chunks), rows in lanes.with_row_index("at").group_by(
+        "step", "rank", "pp_rank", "pp_size", "chunks", maintain_order=True
+    ):
+        shape = (pp_size, chunks)
+        if shape not in programs:
+            even = v_shaped or (pp_size % 2 == 0 and chunks % 2 == 0)
+            runs = pp_size >= 1 and chunks >= 2 * pp_size and even
+            if not runs:
+                return no_edges, f"{pp_size} ranks and {chunks} micro-batches are not a step it runs"
+            programs[shape] = commit_program(pp_size, chunks, v_shaped)
+        program = programs[shape][pp_rank]
+        at = rows["at"].to_list()
+        nodes = {keys[index]: int(row_node[index]) for index in at}
+        if set(nodes) != set(program.actions) or len(at) != len(program.actions):
+            return no_edges, f"step {step} rank {rank} did not run its program's actions"
+        lane_program[(step, rank)] = program
+        lane_nodes[(step, rank)] = nodes
+    edges: list[tuple[int, int]] = []
+    for made, used in zip(producer.tolist(), consumer.tolist()):
+        sender, receiver = lane_of[made], lane_of[used]
+        if sender[1] == receiver[1]:
+            continue
+        sent, received = lane_program[sender], lane_program[receiver]
+        at_send, at_receive = sent.sends.get(keys[made]), received.receives.get(keys[used])
+        if at_send is None or at_receive is None:
+            return no_edges, f"its program has no transfer {keys[made]} -> {keys[used]}"
+        send_nodes, receive_nodes = lane_nodes[sender], lane_nodes[receiver]
+        # The receive completes once the sender posts (after the action before its commit) ...
+        edges.append((send_nodes[sent.actions[at_send - 1]], receive_nodes[received.actions[at_receive]]))
+        # ... and the send once the receiver posts (after the action before its own commit).
+        if at_send < len(sent.actions) and at_receive > 0:
+            edges.append((receive_nodes[received.actions[at_receive - 1]], send_nodes[sent.actions[at_send]]))
+    return np.asarray(edges, dtype=np.int64).reshape(-1, 2), None
 
 
 def pipeline_case_nodes(
-    actions: pl.DataFrame, source: str, waits_for_peers: bool = False
+    actions: pl.DataFrame, source: str, schedule_class: str | None = None
 ) -> tuple[ReplayCase, tuple[str, ...], np.ndarray]:
     """``pipeline_case``, and per row of ``actions`` (in its order) its node: its op's row in ``ops``.
 
-    ``waits_for_peers``: add the peer-wait edges (module docstring) of a ``COMMIT_AND_WAIT_CLASSES`` schedule.
+    ``schedule_class``: the run's (the manifest's ``class``); one of ``COMMIT_AND_WAIT_CLASSES``
+    adds its peer-wait edges (module docstring).
 
     A node spans its rows: it starts at their earliest start and ends at their latest end.
     """
@@ -171,9 +215,19 @@ def pipeline_case_nodes(
     consumer = row_node[found["consumer"].to_numpy()]
     distinct = producer != consumer
     parts = [np.stack([follows - 1, follows], axis=1), np.stack([producer[distinct], consumer[distinct]], axis=1)]
+    waits_for_peers = schedule_class in COMMIT_AND_WAIT_CLASSES
+    peer_note: tuple[str, ...] = ()
     if waits_for_peers:
-        start, end = nodes["start_ns"].to_numpy(), nodes["end_ns"].to_numpy()
-        parts.append(_peer_wait_edges(lanes, start, end, producer[distinct], consumer[distinct]))
+        peer_edges, unmatched = _commit_edges(
+            actions,
+            row_node,
+            found["producer"].to_numpy(),
+            found["consumer"].to_numpy(),
+            v_shaped=schedule_class == "DualPipeV",
+        )
+        parts.append(peer_edges)
+        if unmatched is not None:
+            peer_note = (f"{source}: replayed without {schedule_class}'s peer waits: {unmatched}",)
     edges = np.unique(np.concatenate(parts), axis=0)
     gaps_ns = _gaps_ns(nodes, edges)
     labels = [
@@ -182,9 +236,9 @@ def pipeline_case_nodes(
     try:
         graph = dependency_graph(labels, edges[:, 0], edges[:, 1])
     except GraphCycleError as error:
-        if waits_for_peers:  # a peer wait against a transfer the clocks put backwards: replay without them
+        if waits_for_peers:  # the program's waits against the recorded order: replay without them, loudly
             case, warnings, node_of_input = pipeline_case_nodes(given, source)
-            note = f"{source}: replayed without the schedule's peer waits, which close a cycle with clock skew: {error}"
+            note = f"{source}: replayed without {schedule_class}'s peer waits, which close a cycle: {error}"
             return case, (*warnings, note), node_of_input
         raise TracekitError(f"realized order contradicts the pipeline dependencies: {error}", source) from None
     ops = (
@@ -223,7 +277,7 @@ def pipeline_case_nodes(
         )
         if absent
         else ()
-    )
+    ) + peer_note
     node_of_input = np.empty(actions.height, dtype=np.int64)
     node_of_input[rows["input"].to_numpy()] = row_node
     return ReplayCase(graph=graph, ops=ops, measured=measured, source="kineto"), warnings, node_of_input
