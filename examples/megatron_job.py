@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import socket
 import sys
 import types
 import warnings
@@ -31,6 +30,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from examples.launcher_store import hosted_store
 
 VOCAB = 128
 SEQUENCE = 32
@@ -244,12 +245,9 @@ def run_job(config: MegatronJobConfig) -> int:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         _train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), config)
         return 0
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
     try:
-        mp.spawn(_train, args=(config.ranks, config), nprocs=config.ranks, join=True)
+        with hosted_store():
+            mp.spawn(_train, args=(config.ranks, config), nprocs=config.ranks, join=True)
     except (mp.ProcessExitedException, mp.ProcessRaisedException) as error:
         print(f"megatron_job: a rank failed:\n{error}", file=sys.stderr)
         return 1

@@ -43,7 +43,6 @@ import argparse
 import gc
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -58,6 +57,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from examples import deepseek_stages
+from examples.launcher_store import hosted_store
 
 SLOW_HOWS = ("spin", "sleep", "gc")
 """How a straggler can lose its time (``--slow-how``)."""
@@ -446,12 +446,6 @@ def _spawned_rank(rank: int, world_size: int, config: JobConfig) -> None:
     _train(rank, world_size, config)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_job(config: JobConfig) -> int:
     """Train under torchrun (RANK/WORLD_SIZE set) or spawn ``config.world_size`` ranks; returns an exit status."""
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
@@ -463,10 +457,9 @@ def run_job(config: JobConfig) -> int:
             config = JobConfig(**{**config.__dict__, "ranks": world_size // config.dp})
         _train(int(os.environ["RANK"]), world_size, config)
         return 0
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ["MASTER_PORT"] = str(_free_port())
     try:
-        mp.spawn(_spawned_rank, args=(config.world_size, config), nprocs=config.world_size, join=True)
+        with hosted_store():
+            mp.spawn(_spawned_rank, args=(config.world_size, config), nprocs=config.world_size, join=True)
     except mp.ProcessExitedException as error:
         print(f"pipeline_job: rank {error.error_index} exited with status {error.exit_code}", file=sys.stderr)
         return 1
