@@ -200,10 +200,17 @@ def active_spans(waited: pl.DataFrame) -> pl.DataFrame:
     return waited.with_columns((pl.col("start_ns") + pl.col("wait_ns").fill_null(0)).alias("start_ns"))
 
 
+CLASS_COLUMNS = ((COMPUTE, "compute_ns"), (COMMUNICATION, "comm_ns"), (MEMORY, "memory_ns"))
+"""Kernel class -> the column of its busy time."""
+
+
 def _by_class(active: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     result = covered_ns(active, by).rename({"covered_ns": "busy_ns"})
-    for name, column in ((COMPUTE, "compute_ns"), (COMMUNICATION, "comm_ns"), (MEMORY, "memory_ns")):
-        part = covered_ns(active.filter(pl.col("kernel_class") == name), by).rename({"covered_ns": column})
+    classes = [name for name, _ in CLASS_COLUMNS]
+    # One union grouped by class too, rather than a union per class.
+    per_class = covered_ns(active.filter(pl.col("kernel_class").is_in(classes)), [*by, "kernel_class"])
+    for name, column in CLASS_COLUMNS:
+        part = per_class.filter(pl.col("kernel_class") == name).select(*by, pl.col("covered_ns").alias(column))
         result = result.join(part, on=by, how="left")
     return result.with_columns(pl.col("compute_ns", "comm_ns", "memory_ns").fill_null(0))
 
