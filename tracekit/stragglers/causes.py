@@ -9,7 +9,9 @@ naming what it waits on. Definitions (``CAUSES``, quoted by every output):
 - ``contended``: ready but not running: run-queue wait beyond what its dispatches would have waited
   on the other ranks (their wait per dispatch, ``own_clock``): one hog beside it, a busier core.
 - ``blocked``: neither on a core nor waiting for one (wall - on-CPU - run-queue): sleep, I/O,
-  locks, page faults.
+  locks, page faults. The run-queue wait is ``own_clock.waiting_ms``'s: an action whose thread was
+  never put back on a core did not sleep, so its time off one is run-queue wait
+  (``own_clock.UNCOUNTED_WAIT``).
 - ``gc``: Python garbage-collection pauses inside its actions.
 - ``launch-bound`` (GPU runs): GPU idle inside its actions, before the next kernel's launch call had
   returned, beyond the other ranks' (per ms of their actions): its CPU launches slower than its GPU
