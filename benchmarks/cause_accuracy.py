@@ -7,8 +7,13 @@ captured with R slowed by ``--slow-ms`` per forward and per backward of each sta
 where permitted) while the other ranks share CPU 1 (``contended``; needs two CPUs). A case counts as right when R is the first
 straggler and the first cause of its row is the planted one. Captures run one at a time.
 
+``--ranks`` picks the straggler ranks: a list (``0,1,2,3``, the default: every rank), or
+``rotate``: one rank per (schedule, how), the i-th schedule's j-th how planting rank (i + j) mod 4,
+so that over four or more schedules every how is planted on every rank (a quarter of the captures).
+
 Usage: ``python benchmarks/cause_accuracy.py [--schedules 1f1b,dualpipev] [--hows spin,sleep,gc]
-[--hog] [--slow-ms 15] [--out DIR]``. Prints one row per case, then the accuracy per cause.
+[--hog] [--ranks 0,1,2,3|rotate] [--slow-ms 15] [--out DIR]``. Prints one row per case as it is
+judged (stderr), then the table, the accuracy per cause and per schedule and cause.
 """
 
 from __future__ import annotations
@@ -79,33 +84,54 @@ def judge(path: Path, rank: int, how: str) -> tuple[bool, str, str]:
     return first == str(rank) and cause == PLANTED[how], first, cause
 
 
+RANKS = 4
+"""The pipeline's ranks."""
+
+
+def planted_ranks(choice: str, schedule_index: int, how_index: int) -> list[int]:
+    """The straggler ranks of one (schedule, how): ``choice`` is a comma list or ``rotate`` (module docstring)."""
+    if choice == "rotate":
+        return [(schedule_index + how_index) % RANKS]
+    ranks = [int(rank) for rank in choice.split(",")]
+    if not all(0 <= rank < RANKS for rank in ranks):
+        raise SystemExit(f"--ranks: ranks are 0 to {RANKS - 1}, got {choice!r}")
+    return ranks
+
+
 def main() -> None:
     """Capture every case and print the table and the accuracy."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedules", default="1f1b,dualpipev")
     parser.add_argument("--hows", default="spin,sleep,gc")
     parser.add_argument("--hog", action="store_true", help="also plant a busy process beside each rank")
+    parser.add_argument("--ranks", default="0,1,2,3", help="straggler ranks, comma-separated, or 'rotate'")
     parser.add_argument("--slow-ms", type=float, default=15.0)
     parser.add_argument("--out", type=Path, default=Path("/tmp/tracekit-cause-accuracy"))
     args = parser.parse_args()
     hows = args.hows.split(",") + (["hog"] if args.hog else [])
     model = Model()
-    rows, right = [], {how: [0, 0] for how in hows}
-    for schedule in args.schedules.split(","):
-        for rank in range(4):
-            for how in hows:
+    schedules = args.schedules.split(",")
+    rows, right = [], {(schedule, how): [0, 0] for schedule in schedules for how in hows}
+    for schedule_index, schedule in enumerate(schedules):
+        for how_index, how in enumerate(hows):
+            for rank in planted_ranks(args.ranks, schedule_index, how_index):
                 out = args.out / f"{schedule}-r{rank}-{how}"
                 capture(out, schedule, rank, how, args.slow_ms, model)
                 ok, first, cause = judge(out, rank, how)
-                right[how][0] += ok
-                right[how][1] += 1
+                right[schedule, how][0] += ok
+                right[schedule, how][1] += 1
                 rows.append(f"| {schedule} | rank {rank} | {how} | {PLANTED[how]} | {first} | {cause} | {'yes' if ok else 'no'} |")
                 print(rows[-1], file=sys.stderr, flush=True)
     print("| schedule | straggler | planted | expected cause | first straggler | its first cause | right |")
     print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    total = sum(ok for ok, _ in right.values()), sum(n for _, n in right.values())
-    print("\n" + "; ".join(f"{how}: {ok} of {n}" for how, (ok, n) in right.items()) + f"; all: {total[0]} of {total[1]}")
+    print("\n| schedule | " + " | ".join(f"{how} -> `{PLANTED[how]}`" for how in hows) + " |")
+    print("|---|" + "---|" * len(hows))
+    for schedule in schedules:
+        print(f"| {schedule} | " + " | ".join("{} of {}".format(*right[schedule, how]) for how in hows) + " |")
+    per_how = {how: [sum(right[schedule, how][i] for schedule in schedules) for i in (0, 1)] for how in hows}
+    total = sum(ok for ok, _ in per_how.values()), sum(n for _, n in per_how.values())
+    print("\n" + "; ".join(f"{how}: {ok} of {n}" for how, (ok, n) in per_how.items()) + f"; all: {total[0]} of {total[1]}")
 
 
 if __name__ == "__main__":
