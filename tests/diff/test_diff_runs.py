@@ -67,15 +67,28 @@ def test_a_slower_w_with_slack_shows_its_change_at_little_price(runs) -> None:
     w = explained.filter((pl.col("rank") == SLOW_W_RANK) & (pl.col("kind") == "W"))
     own, saving = w["own_change_ms"].sum(), w["saving_ms"].sum()
     others = explained.filter((pl.col("rank") != SLOW_W_RANK) & (pl.col("kind") == "W") & (pl.col("level") == "group"))
-    drift = others.group_by("rank").agg(pl.col("own_change_ms").sum())["own_change_ms"].median() or 0.0
+    # The command line gives the same rows, however noisy the pair. (Its Markdown lists only the five
+    # largest changes: on a machine loaded many times over, the links' and other ranks' noise can
+    # outgrow these.)
+    out = _cli(str(runs["zbv-base"]), str(runs["zbv-slow-w"]), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    rows = {row["name"]: row for row in json.loads(out.stdout)["explained"]}
+    for name in w["name"]:
+        assert rows[name]["own_change_ms"] == pytest.approx(w.filter(pl.col("name") == name)["own_change_ms"][0])
+    moved = others.group_by("rank").agg(pl.col("own_change_ms").sum())["own_change_ms"]
+    drift = moved.median() or 0.0
     planted = 16 * SLOW_W_MS
-    if abs(drift) > 0.5 * planted:
-        # With both cores contended (two CPU hogs beside four ranks), the other ranks' W came out 16 ms
-        # per step faster (median) in the planted capture than in BASE, and rank 0's 18 ms faster
-        # despite its planted 8: a rank that sleeps changes how the others share the cores, and
-        # wall-clock own times move by more than the change. Such a pair cannot resolve a change this
-        # small (the planted stragglers and links of the tests above, 60 ms, still stand out).
-        pytest.xfail(f"the other ranks' W moved {drift:+.1f} ms per step between the captures, past the planted {planted:g}")
+    if moved.abs().max() > 0.25 * planted:  # type: ignore[operator]
+        # The other ranks' W were not changed: they are the pair's control. Where one of them moved by
+        # more than a quarter of the planted change, so may the slowed rank's by noise alone, and the pair
+        # cannot resolve the change. With both cores contended (two CPU hogs beside four ranks), the
+        # other ranks' W came out 16 ms per step faster (median) in the planted capture than in BASE, and
+        # rank 0's 18 ms faster despite its planted 8; at load 15, with 1 ms a W planted (16 ms a step),
+        # one other rank's moved +14 ms and rank 0's -10 ms while their median moved 1.4 ms. A quiet CI
+        # run saw rank 0's 5.4 ms beside a 2.6 ms median drift. (The planted stragglers and links of
+        # the tests above, 60 ms, stand out.)
+        pytest.xfail(f"the other ranks' W moved {moved.min():+.1f} to {moved.max():+.1f} ms per step between "
+                     f"the captures, past a quarter of the planted {planted:g}")  # fmt: skip
     # Each of the rank's 16 W per step (8 micro-batches, stages 0 and 7) sleeps 0.5 ms more: 8 ms of
     # its own time per step, at least half of it seen beyond the noise each op keeps and the other
     # ranks' drift.
@@ -84,13 +97,6 @@ def test_a_slower_w_with_slack_shows_its_change_at_little_price(runs) -> None:
     # waits. Measured over 11 pairs of captures with both cores busy: 3% to 30% of the own change
     # (quiet: 10% and 25%); a W on the critical ranks 1 to 3 costs half its own change.
     assert saving <= 0.4 * own, w
-    # The command line gives the same rows. (Its Markdown lists only the five largest changes: on a
-    # machine loaded many times over, the links' and other ranks' noise can outgrow these.)
-    out = _cli(str(runs["zbv-base"]), str(runs["zbv-slow-w"]), "--format", "json")
-    assert out.returncode == 0, out.stderr
-    rows = {row["name"]: row for row in json.loads(out.stdout)["explained"]}
-    for name in w["name"]:
-        assert rows[name]["own_change_ms"] == pytest.approx(w.filter(pl.col("name") == name)["own_change_ms"][0])
 
 
 @pytest.mark.slow
