@@ -84,15 +84,17 @@ def test_a_python_thread_waiting_for_a_core_while_the_action_is_blocked_is_waiti
 
 
 def test_an_action_never_put_back_on_a_core_waited_for_one_and_keeps_that_wait() -> None:
-    # Rank 0: 3 ms on a core in 33 ms with no dispatch counted (a busy process ran in between,
-    # uncounted); rank 1 was dispatched once, so its 10 ms off a core may be a sleep.
-    probes = _probes([(0, 33.0, 3.0, 0.0, 0), (1, 33.0, 3.0, 20.0, 1)])
+    # Rank 0: an action with 3 ms on a core in 33 ms and no dispatch counted (a busy process ran in
+    # between, uncounted), and one dispatched twice; rank 1 was dispatched once, so its 10 ms off a
+    # core beyond its counted wait may be a sleep.
+    probes = _probes([(0, 33.0, 3.0, 0.0, 0), (0, 10.0, 5.0, 2.0, 2), (1, 33.0, 3.0, 20.0, 1)])
 
     factors = clock_factors(probes, _window([(0, 10.0, 10), (1, 10.0, 10)]))
 
-    assert factors["runq_ms"].to_list() == [30.0, 20.0]
-    # No dispatch to judge a wait per dispatch by: rank 0's judged time keeps its wait, as before.
-    assert factors["shared_runq_ms"].to_list() == [0.0, 1.25]
+    assert factors["runq_ms"].to_list() == [32.0, 20.0]
+    # No dispatch to judge the uncounted 30 ms by: none of it is the host's, so the judged time keeps it.
+    assert factors["shared_runq_ms"].to_list() == [2.0, 1.25]
+    assert factors["factor"].to_list() == pytest.approx([41 / 43, 31.75 / 33])
 
 
 def test_the_collector_writes_what_the_reader_reads(tmp_path: Path) -> None:

@@ -26,9 +26,9 @@ GPU clocks are already the rank's own (kernel time), so nothing here applies to 
 | rank, step, stage | Int32 | as in the realized actions | never null |
 | kind | String | F, B, I, W or F&B | never null |
 | actions | Int64 | actions with probes | never null |
-| wall_ms, cpu_ms, runq_ms, gc_ms | Float64 | sums over those actions, ms (runq_ms: ``waiting_ms``) | never null (runq_ms 0 where unknown) |
+| wall_ms, cpu_ms, runq_ms, gc_ms | Float64 | sums over those actions, ms (runq_ms: ``waiting_ms`` plus ``uncounted_ms``) | never null (runq_ms 0 where unknown) |
 | dispatches | Int64 | times the thread was put on a core during them | never null (0 where unknown) |
-| shared_runq_ms | Float64 | min(runq_ms, WAIT_TOLERANCE x latency_reference_ms x dispatches): the wait every rank would have had | never null |
+| shared_runq_ms | Float64 | min(the ``waiting_ms`` sum, WAIT_TOLERANCE x latency_reference_ms x dispatches): the wait every rank would have had | never null |
 | factor | Float64 | judged_ms / wall_ms: what scoring multiplies the realized durations by | never null |
 
 ``RANK_CLOCK_SCHEMA``, one row per rank with probes: rank (Int32), runq_ms (Float64) and dispatches
@@ -113,8 +113,7 @@ def rank_contention(window: pl.DataFrame) -> pl.DataFrame:
 
 
 def waiting_ms(probes: pl.DataFrame) -> pl.Expr:
-    """Per action: its thread's run-queue wait, plus the other Python threads' while it was blocked;
-    all of its time off a core where its thread was never put back on one (``UNCOUNTED_WAIT``).
+    """Per action: its thread's run-queue wait, plus the other Python threads' while it was blocked.
 
     A thread that holds the GIL while it waits for a core blocks the action's thread: up to the
     action's blocked time (wall - on-CPU - own wait), the other Python threads' run-queue wait is
@@ -122,30 +121,40 @@ def waiting_ms(probes: pl.DataFrame) -> pl.Expr:
     """
     runq = pl.col("runq_ms").fill_null(0.0)
     blocked = (pl.col("wall_ms") - pl.col("cpu_ms") - runq).clip(lower_bound=0.0)
+    return runq + pl.min_horizontal(blocked, pl.col("peer_runq_ms").fill_null(0.0))
+
+
+def uncounted_ms(probes: pl.DataFrame) -> pl.Expr:
+    """Per action: where its thread was never put back on a core (0 dispatches), the rest of its time
+    off a core beyond ``waiting_ms`` (``UNCOUNTED_WAIT``); 0 otherwise."""
     never_dispatched = pl.col("runq_ms").is_not_null() & (pl.col("dispatches") == 0)
-    return runq + pl.when(never_dispatched).then(blocked).otherwise(
-        pl.min_horizontal(blocked, pl.col("peer_runq_ms").fill_null(0.0))
-    )
+    rest = (pl.col("wall_ms") - pl.col("cpu_ms") - waiting_ms(probes)).clip(lower_bound=0.0)
+    return pl.when(never_dispatched).then(rest).otherwise(0.0)
 
 
 def clock_factors(probes: pl.DataFrame, window: pl.DataFrame) -> pl.DataFrame:
     """``CLOCK_SCHEMA``: per (rank, step, stage, kind), the probes' sums and the judged-clock factor."""
     contention = rank_contention(window).select("rank", pl.col("latency_reference_ms").fill_null(0.0))
     return (
-        probes.with_columns(waiting_ms(probes).alias("runq_ms"))
+        probes.with_columns(
+            waiting_ms(probes).alias("counted_ms"), uncounted_ms(probes).alias("uncounted_ms")
+        )
         .group_by(CLOCK_KEY)
         .agg(
             pl.len().cast(pl.Int64()).alias("actions"),
             pl.col("wall_ms").sum(),
             pl.col("cpu_ms").sum(),
-            pl.col("runq_ms").fill_null(0.0).sum(),
+            pl.col("counted_ms").sum(),
+            pl.col("uncounted_ms").sum(),
             pl.col("gc_ms").sum(),
             pl.col("dispatches").fill_null(0).sum().cast(pl.Int64()),
         )
         .join(contention, on="rank", how="left")
         .with_columns(
+            # An undispatched action's uncounted wait has no dispatch to judge it by: none is the host's.
+            (pl.col("counted_ms") + pl.col("uncounted_ms")).alias("runq_ms"),
             pl.min_horizontal(
-                pl.col("runq_ms"),
+                pl.col("counted_ms"),
                 WAIT_TOLERANCE * pl.col("latency_reference_ms").fill_null(0.0) * pl.col("dispatches"),
             ).alias("shared_runq_ms")
         )
