@@ -14,6 +14,7 @@ so that over four or more schedules every how is planted on every rank (a quarte
 Usage: ``python benchmarks/cause_accuracy.py [--schedules 1f1b,dualpipev] [--hows spin,sleep,gc]
 [--hog] [--ranks 0,1,2,3|rotate] [--slow-ms 15] [--out DIR]``. Prints one row per case as it is
 judged (stderr), then the table, the accuracy per cause and per schedule and cause.
+``--hows "" --hog`` captures the busy-process cases alone.
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def main() -> None:
     parser.add_argument("--slow-ms", type=float, default=15.0)
     parser.add_argument("--out", type=Path, default=Path("/tmp/tracekit-cause-accuracy"))
     args = parser.parse_args()
-    hows = args.hows.split(",") + (["hog"] if args.hog else [])
+    # --hows "" --hog plants the busy process alone
+    hows = [how for how in args.hows.split(",") if how] + (["hog"] if args.hog else [])
     model = Model()
     schedules = args.schedules.split(",")
     rows, right = [], {(schedule, how): [0, 0] for schedule in schedules for how in hows}
@@ -120,7 +122,9 @@ def main() -> None:
                 ok, first, cause = judge(out, rank, how)
                 right[schedule, how][0] += ok
                 right[schedule, how][1] += 1
-                rows.append(f"| {schedule} | rank {rank} | {how} | {PLANTED[how]} | {first} | {cause} | {'yes' if ok else 'no'} |")
+                verdict = "yes" if ok else "no"
+                case = f"| {schedule} | rank {rank} | {how} | {PLANTED[how]} |"
+                rows.append(f"{case} {first} | {cause} | {verdict} |")
                 print(rows[-1], file=sys.stderr, flush=True)
     print("| schedule | straggler | planted | expected cause | first straggler | its first cause | right |")
     print("|---|---|---|---|---|---|---|")
@@ -128,10 +132,12 @@ def main() -> None:
     print("\n| schedule | " + " | ".join(f"{how} -> `{PLANTED[how]}`" for how in hows) + " |")
     print("|---|" + "---|" * len(hows))
     for schedule in schedules:
-        print(f"| {schedule} | " + " | ".join("{} of {}".format(*right[schedule, how]) for how in hows) + " |")
+        counts = " | ".join("{} of {}".format(*right[schedule, how]) for how in hows)
+        print(f"| {schedule} | {counts} |")
     per_how = {how: [sum(right[schedule, how][i] for schedule in schedules) for i in (0, 1)] for how in hows}
     total = sum(ok for ok, _ in per_how.values()), sum(n for _, n in per_how.values())
-    print("\n" + "; ".join(f"{how}: {ok} of {n}" for how, (ok, n) in per_how.items()) + f"; all: {total[0]} of {total[1]}")
+    accuracy = "; ".join(f"{how}: {ok} of {n}" for how, (ok, n) in per_how.items())
+    print(f"\n{accuracy}; all: {total[0]} of {total[1]}")
 
 
 if __name__ == "__main__":
