@@ -149,6 +149,8 @@ def _commit_edges(
             if not runs:
                 return no_edges, f"{pp_size} ranks and {chunks} micro-batches are not a step it runs"
             programs[shape] = commit_program(pp_size, chunks, v_shaped)
+        if pp_rank >= pp_size:
+            return no_edges, f"rank {rank} runs stage {pp_rank}, past its {pp_size} pipeline ranks"
         program = programs[shape][pp_rank]
         at = rows["at"].to_list()
         nodes = {keys[index]: int(row_node[index]) for index in at}
