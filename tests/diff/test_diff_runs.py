@@ -78,24 +78,22 @@ def test_a_slower_w_with_slack_shows_its_change_at_little_price(runs) -> None:
     moved = others.group_by("rank").agg(pl.col("own_change_ms").sum())["own_change_ms"]
     drift = moved.median() or 0.0
     planted = 16 * SLOW_W_MS
-    if moved.abs().max() > 0.25 * planted:  # type: ignore[operator]
+    if moved.abs().max() > 0.5 * planted:  # type: ignore[operator]
         # The other ranks' W were not changed: they are the pair's control. Where one of them moved by
-        # more than a quarter of the planted change, so may the slowed rank's by noise alone, and the pair
-        # cannot resolve the change. With both cores contended (two CPU hogs beside four ranks), the
-        # other ranks' W came out 16 ms per step faster (median) in the planted capture than in BASE, and
-        # rank 0's 18 ms faster despite its planted 8; at load 15, with 1 ms a W planted (16 ms a step),
-        # one other rank's moved +14 ms and rank 0's -10 ms while their median moved 1.4 ms. A quiet CI
-        # run saw rank 0's 5.4 ms beside a 2.6 ms median drift. (The planted stragglers and links of
-        # the tests above, 60 ms, stand out.)
+        # more than half the planted change, so may the slowed rank's by noise alone, and the pair
+        # cannot resolve it. Quiet, with 2 ms a W planted, they moved up to 13 ms a step; at 0.5 ms
+        # a W (8 ms a step) a quiet CI run saw rank 0's 5.4 ms beside a 2.6 ms median drift. With both
+        # cores contended the control ranks' W moved 8 to 76 ms a step (load 9 to 17).
         pytest.xfail(f"the other ranks' W moved {moved.min():+.1f} to {moved.max():+.1f} ms per step between "
-                     f"the captures, past a quarter of the planted {planted:g}")  # fmt: skip
-    # Each of the rank's 16 W per step (8 micro-batches, stages 0 and 7) sleeps 0.5 ms more: 8 ms of
+                     f"the captures, past half the planted {planted:g}")  # fmt: skip
+    # Each of the rank's 16 W per step (8 micro-batches, stages 0 and 7) sleeps SLOW_W_MS more: 32 ms of
     # its own time per step, at least half of it seen beyond the noise each op keeps and the other
-    # ranks' drift.
+    # ranks' drift (quiet: 34 and 36 ms).
     assert own - drift >= 0.5 * planted, (own, drift, w, others)
     # Few of them are on the step's critical path (the W that ends it among them); the others fill
-    # waits. Measured over 11 pairs of captures with both cores busy: 3% to 30% of the own change
-    # (quiet: 10% and 25%); a W on the critical ranks 1 to 3 costs half its own change.
+    # waits. At 0.5 ms a W, over 11 pairs of captures with both cores busy: 3% to 30% of the own
+    # change (quiet: 10% and 25%); at 2 ms a W, quiet: 26% and 29%. A W on the critical ranks 1 to 3
+    # costs half its own change.
     assert saving <= 0.4 * own, w
 
 
@@ -106,16 +104,18 @@ def _host_wait_ms(run: Path) -> float:
 
 @pytest.mark.slow
 def test_two_clean_captures_show_no_change_beyond_noise_and_pass_the_gate(runs) -> None:
-    # Two clean captures agree only on a host as busy in both: with other work starting or ending
-    # between them, the ranks waited for a core 10 ms a step longer in the second (a benchmark
-    # beside the suite, load 4 to 5), and a 35 ms step was rightly 13 ms slower, past the band.
-    steps = tracekit.diff(runs["1f1b-base"], runs["1f1b-clean"]).step_change
-    host = _host_wait_ms(runs["1f1b-clean"]) / steps.new.steps - _host_wait_ms(runs["1f1b-base"]) / steps.base.steps
-    band = steps.noise_ms
-    if abs(host) > band:
-        pytest.xfail(f"the host kept the ranks off a core {host:+.1f} ms a step longer in the second capture, "
-                     f"past the noise band of {band:.1f} ms")  # fmt: skip
     out = _cli(str(runs["1f1b-base"]), str(runs["1f1b-clean"]), "--fail-over", "10")
+    if not out.stdout.startswith("no change beyond noise"):
+        # Two clean captures agree only on a host as busy in both: with other work starting or
+        # ending between them, the ranks waited for a core 10 ms a step longer in the second (a
+        # benchmark beside the suite, load 4 to 5), and a 35 ms step was rightly 13 ms slower, past
+        # the band. A change the host's run-queue wait accounts for is the host's, not the job's.
+        steps = tracekit.diff(runs["1f1b-base"], runs["1f1b-clean"]).step_change
+        base, new = (_host_wait_ms(runs[name]) / count for name, count in
+                     (("1f1b-base", steps.base.steps), ("1f1b-clean", steps.new.steps)))  # fmt: skip
+        if abs(new - base) > steps.noise_ms:
+            pytest.xfail(f"the host kept the ranks off a core {new - base:+.1f} ms a step longer in the second "
+                         f"capture, past the noise band of {steps.noise_ms:.1f} ms")  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("no change beyond noise"), out.stdout
     assert "what explains the change" not in out.stdout
