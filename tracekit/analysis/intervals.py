@@ -21,10 +21,10 @@ def merge_spans(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     Sorted by start, then stably by group; then one running maximum of the ends over the whole frame:
     each group's times are moved past the previous group's (``group index * width`` of the times), so
     the running maximum starts afresh in each group without a window per group, and a merged span's
-    end is the running maximum on its last row. Where those offsets would pass ``_OFFSET_LIMIT``, a windowed running maximum per
-    group does the same.
+    end is the running maximum on its last row. Where those offsets would pass ``_OFFSET_LIMIT``, a
+    windowed running maximum per group does the same.
     """
-    ordered = _by_start(spans.select(*by, "start_ns", "end_ns"), by)
+    ordered = _sorted_by(spans.select(*by, "start_ns", "end_ns"), by, "start_ns")
     if ordered.is_empty():
         return ordered
     low, high = ordered["start_ns"].min(), ordered["end_ns"].max()
@@ -51,10 +51,10 @@ def merge_spans(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     )
 
 
-def _by_start(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """``spans`` sorted by ``by``, then ``start_ns``: by start, then stably by group (half the CPU of one sort on
-    both keys, whose rows polars encodes first)."""
-    ordered = spans.sort("start_ns")
+def _sorted_by(frame: pl.DataFrame, by: list[str], at: str) -> pl.DataFrame:
+    """``frame`` sorted by ``by``, then ``at``: by ``at``, then stably by group (half the CPU of one sort
+    on both keys, whose rows polars encodes first)."""
+    ordered = frame.sort(at)
     return ordered.sort(by, maintain_order=True) if by else ordered
 
 
@@ -100,9 +100,7 @@ def _sweep(first: pl.DataFrame, second: pl.DataFrame, by: list[str]) -> pl.DataF
         edges.append(
             spans.select(*by, pl.col("end_ns").alias("at_ns"), pl.lit(-weight, pl.Int8()).alias("delta"))
         )
-    ordered = pl.concat(edges).sort("at_ns")
-    if by:
-        ordered = ordered.sort(by, maintain_order=True)
+    ordered = _sorted_by(pl.concat(edges), by, "at_ns")
     return (
         ordered.lazy()
         .with_columns(
