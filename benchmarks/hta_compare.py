@@ -9,7 +9,10 @@ from ``wait4``) and the load average around it:
   Python can do. msgspec is pinned in ``benchmarks/requirements.txt``; the floor checks its version.
 - ``tracekit cold``: ``tracekit report --hta-compatible DIR --format json`` with no cache, every
   figure it computes (the whole per-rank parse and reductions, then HTA's breakdown and overlap);
-- ``tracekit cached``: the same command again, on the caches the cold one left;
+- ``tracekit stored``: the same command again: it prints the result the cold one stored
+  (``tracekit.cli.result_store``), without polars or the analysis;
+- ``tracekit cached``: the same command with that stored result removed: every figure computed
+  again from the parsed events and per-rank reductions the cold one cached;
 - ``HTA``: ``TraceAnalysis(trace_dir)``, ``get_temporal_breakdown`` and ``get_comm_comp_overlap``,
   run by the Python of a separate environment holding HTA (never a tracekit dependency).
 Both tools' idle percentages are compared rank by rank. Each figure is the median of ``--repeat``.
@@ -137,15 +140,20 @@ def compare(trace_dir: Path, hta_python: str, repeat: int) -> dict:
     size_mb = sum(path.stat().st_size for path in files) / 1e6
     cache = trace_dir / ".tracekit-cache"
     tracekit = [sys.executable, "-m", "tracekit", "report", "--hta-compatible", str(trace_dir), "--format", "json"]
-    runs: dict[str, list[Measured]] = {"floor": [], "cold": [], "cached": [], "hta": []}
+    runs: dict[str, list[Measured]] = {"floor": [], "cold": [], "stored": [], "cached": [], "hta": []}
     for _ in range(repeat):
         runs["floor"].append(measure([sys.executable, "-c", FLOOR, MSGSPEC_VERSION, *map(str, files)]))
         shutil.rmtree(cache, ignore_errors=True)
         runs["cold"].append(measure(tracekit))
+        runs["stored"].append(measure(tracekit))
+        for kept in cache.glob("report.result-*.json"):
+            kept.unlink()
         runs["cached"].append(measure(tracekit))
         runs["hta"].append(measure([hta_python, "-c", HTA, str(trace_dir)]))
     shutil.rmtree(cache, ignore_errors=True)
-    floor, cold, cached, hta = (_median(runs[key]) for key in ("floor", "cold", "cached", "hta"))
+    floor, cold, stored, cached, hta = (
+        _median(runs[key]) for key in ("floor", "cold", "stored", "cached", "hta")
+    )
     ours = [rank["idle_pct"] for rank in json.loads(cold.output)["ranks"]]
     theirs = json.loads(hta.output.strip().splitlines()[-1])["idle_pct"]
     record: dict[str, object] = {
@@ -155,7 +163,14 @@ def compare(trace_dir: Path, hta_python: str, repeat: int) -> dict:
         "ranks": len(ours),
         "decoder": f"msgspec {MSGSPEC_VERSION}",
     }
-    for key, value in (("floor", floor), ("tracekit_cold", cold), ("tracekit_cached", cached), ("hta", hta)):
+    measured = (
+        ("floor", floor),
+        ("tracekit_cold", cold),
+        ("tracekit_stored", stored),
+        ("tracekit_cached", cached),
+        ("hta", hta),
+    )
+    for key, value in measured:
         record[f"{key}_cpu_s"] = round(value.cpu_s, 2)
         record[f"{key}_wall_s"] = round(value.wall_s, 2)
         record[f"{key}_peak_mib"] = value.peak_mib
@@ -177,6 +192,7 @@ def _line(record: dict) -> str:
         f" floor {record['floor_cpu_s']} / {record['floor_wall_s']} / {record['floor_peak_mib']};"
         f" tracekit cold {record['tracekit_cold_cpu_s']} / {record['tracekit_cold_wall_s']} /"
         f" {record['tracekit_cold_peak_mib']} ({record['cold_over_floor_cpu']}x floor);"
+        f" stored {record['tracekit_stored_cpu_s']} / {record['tracekit_stored_wall_s']};"
         f" cached {record['tracekit_cached_cpu_s']} / {record['tracekit_cached_wall_s']};"
         f" HTA {record['hta_cpu_s']} / {record['hta_wall_s']} / {record['hta_peak_mib']}"
         f" ({record['hta_over_cold_cpu']}x tracekit cold in CPU, memory {record['cold_over_hta_peak']}x HTA's);"

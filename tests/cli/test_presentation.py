@@ -111,6 +111,6 @@ def report_headline() -> str:
     [([186.7, 2.355, 0.0], 1), ([3.04, 0.0955], 2), ([0.873, 0.19], 3), ([None, float("nan")], 3)],
 )
 def test_a_float_column_shows_one_number_of_decimals(values: list, decimals: int) -> None:
-    from tracekit.cli.output import decimals_of
+    from tracekit.present.printed import decimals_of
 
     assert decimals_of(values) == decimals

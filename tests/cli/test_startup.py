@@ -33,6 +33,11 @@ NOT_IN_A_REPORT = (
 YAML) and, with its output piped, never draws (a progress bar)."""
 
 
+ATTEMPTS = {"cold": (), "cached": ("--threshold", "0.3"), "stored": ()}
+"""A first report (every trace parsed), one whose result is not stored but whose traces and per-rank
+reductions are cached (another option), and the first one again (its result stored)."""
+
+
 def _modules_after(*argv: str) -> tuple[set[str], int]:
     """The modules a fresh ``tracekit *argv`` had imported when it exited, and its exit status."""
     probe = (
@@ -71,8 +76,8 @@ def test_a_report_imports_no_chart_cluster_or_torch_package(tmp_path: Path) -> N
     run = tmp_path / "1f1b"
     shutil.copytree(SAMPLE, run)
 
-    for attempt in ("cold", "cached"):
-        modules, status = _modules_after("report", str(run), "--format", "json")
+    for attempt, extra in ATTEMPTS.items():
+        modules, status = _modules_after("report", str(run), "--format", "json", *extra)
         assert status == 0, attempt
         unwanted = _packages(modules) & NEVER_IN_ANALYSIS
         assert not unwanted, (attempt, sorted(unwanted))
@@ -87,14 +92,30 @@ def test_a_report_of_gpu_figures_loads_no_numpy_or_pyarrow(shared: Path, tmp_pat
     shutil.copytree(shared / "traces" / "param-dlrm-8rank", run)
     run.chmod(0o755)
 
-    for attempt in ("cold", "cached"):
-        modules, status = _modules_after("report", str(run))
+    for attempt, extra in ATTEMPTS.items():
+        modules, status = _modules_after("report", str(run), *extra)
         assert status == 0, attempt
         assert not _under(modules, ("numpy", "pyarrow", *NOT_IN_A_REPORT)), (
             attempt,
             _under(modules, ("numpy", "pyarrow")),
         )
         assert not _packages(modules) & NEVER_IN_ANALYSIS, attempt
+
+
+def test_a_stored_report_loads_neither_polars_nor_the_analysis(tmp_path: Path) -> None:
+    """A report whose result is stored (``tracekit.cli.result_store``) prints it: the interpreter,
+    click, rich and the key's file listing, nothing that computes."""
+    run = tmp_path / "1f1b"
+    shutil.copytree(SAMPLE, run)
+    _, status = _modules_after("report", str(run))
+    assert status == 0
+
+    modules, status = _modules_after("report", str(run))
+
+    assert status == 0
+    assert not _packages(modules) & {"polars", "numpy", "pyarrow"}, sorted(_packages(modules) & set(HEAVY))
+    computing = ("tracekit.run_analysis", "tracekit.analysis.realized", "tracekit.gpu.analysis")
+    assert not _under(modules, computing), _under(modules, computing)
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

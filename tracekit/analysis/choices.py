@@ -1,11 +1,12 @@
 """The choices each part of a run's analysis takes, as plain frozen dataclasses, apart from the code.
 
 ``IdealConfig`` (``tracekit.analysis.ideal``), ``WhatIfConfig`` (``tracekit.whatif.attribution``),
-``StragglerConfig`` (``tracekit.stragglers.scoring``) and ``LinkConfig``
-(``tracekit.stragglers.links``) live here, with the sentences that define the two ideals, so that
-``AnalysisConfig`` and the commands' options (built from these fields) load no polars, numpy or
-what-if code: a command that never computes the ideal or the stragglers never imports them. Each
-module named above re-exports its own config.
+``StragglerConfig`` (``tracekit.stragglers.scoring``), ``LinkConfig``
+(``tracekit.stragglers.links``) and ``PipelineLayout`` (``tracekit.analysis.pipelines``) live here,
+with the sentences that define the two ideals, so that ``AnalysisConfig`` and the commands' options
+(built from these fields) load no polars, numpy or what-if code: a command that never computes the
+ideal or the stragglers never imports them, and one whose result is stored imports no analysis at
+all. Each module named above re-exports its own config.
 
 Not for: anything that computes; what each choice means for a figure is written where it is used.
 """
@@ -113,3 +114,50 @@ class LinkConfig:
             raise ValueError("min_saving_share must be in [0, 1)")
         if not 0 < self.persistent_share <= 1:
             raise ValueError("persistent_share must be in (0, 1]")
+
+
+LAYOUT_ORDERS = ("contiguous", "strided")
+"""How a layout places pipelines on ranks (module docstring)."""
+
+LAYOUT_HELP = (
+    "How ranks form data-parallel replicas of the pipeline when run.json does not name its pipeline "
+    "groups: contiguous:P (ranks d*P..d*P+P-1 are replica d) or strided:P (ranks d, d+D, d+2D... are "
+    "replica d, D = ranks / P, as Megatron-core lays them out); overrides run.json's groups."
+)
+"""The ``--pipelines`` option's help, the same on every command."""
+
+
+@dataclass(frozen=True)
+class PipelineLayout:
+    """A regular layout of P-rank pipelines over the ranks: ``contiguous:P`` or ``strided:P``."""
+
+    order: Literal["contiguous", "strided"]
+    """``contiguous``: a pipeline's ranks are consecutive; ``strided``: they are world size / P apart."""
+    pp: int
+    """Pipeline ranks per replica."""
+
+    def __post_init__(self) -> None:
+        if self.order not in LAYOUT_ORDERS:
+            raise ValueError(f"pipeline layout {self.order!r} is not one of {', '.join(LAYOUT_ORDERS)}")
+        if self.pp < 1:
+            raise ValueError(f"a pipeline needs at least one rank, not {self.pp}")
+
+    @classmethod
+    def parse(cls, text: str) -> PipelineLayout:
+        """``contiguous:4`` -> PipelineLayout; ValueError saying what is expected."""
+        order, sep, pp = text.strip().partition(":")
+        if not sep or order not in LAYOUT_ORDERS or not pp.isdigit():
+            raise ValueError(f"expected contiguous:P or strided:P (P pipeline ranks), not {text!r}")
+        return cls(order, int(pp))  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return f"{self.order}:{self.pp}"
+
+    def groups(self, world_size: int) -> tuple[tuple[int, ...], ...]:
+        """The pipeline groups of a ``world_size``-rank run; ValueError when P does not divide it."""
+        if world_size % self.pp:
+            raise ValueError(f"{world_size} ranks do not form pipelines of {self.pp} ranks")
+        replicas = world_size // self.pp
+        if self.order == "contiguous":
+            return tuple(tuple(range(d * self.pp, (d + 1) * self.pp)) for d in range(replicas))
+        return tuple(tuple(range(d, world_size, replicas)) for d in range(replicas))

@@ -29,59 +29,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import polars as pl
 
 from collectors.manifest import MANIFEST_NAME, Manifest
+from tracekit.analysis.choices import LAYOUT_HELP as LAYOUT_HELP
+from tracekit.analysis.choices import LAYOUT_ORDERS as LAYOUT_ORDERS
+from tracekit.analysis.choices import PipelineLayout
 from tracekit.errors import TracekitError
-
-LAYOUT_ORDERS = ("contiguous", "strided")
-"""How a layout places pipelines on ranks (module docstring)."""
-
-LAYOUT_HELP = (
-    "How ranks form data-parallel replicas of the pipeline when run.json does not name its pipeline "
-    "groups: contiguous:P (ranks d*P..d*P+P-1 are replica d) or strided:P (ranks d, d+D, d+2D... are "
-    "replica d, D = ranks / P, as Megatron-core lays them out); overrides run.json's groups."
-)
-"""The ``--pipelines`` option's help, the same on every command."""
-
-
-@dataclass(frozen=True)
-class PipelineLayout:
-    """A regular layout of P-rank pipelines over the ranks: ``contiguous:P`` or ``strided:P``."""
-
-    order: Literal["contiguous", "strided"]
-    """``contiguous``: a pipeline's ranks are consecutive; ``strided``: they are world size / P apart."""
-    pp: int
-    """Pipeline ranks per replica."""
-
-    def __post_init__(self) -> None:
-        if self.order not in LAYOUT_ORDERS:
-            raise ValueError(f"pipeline layout {self.order!r} is not one of {', '.join(LAYOUT_ORDERS)}")
-        if self.pp < 1:
-            raise ValueError(f"a pipeline needs at least one rank, not {self.pp}")
-
-    @classmethod
-    def parse(cls, text: str) -> PipelineLayout:
-        """``contiguous:4`` -> PipelineLayout; ValueError saying what is expected."""
-        order, sep, pp = text.strip().partition(":")
-        if not sep or order not in LAYOUT_ORDERS or not pp.isdigit():
-            raise ValueError(f"expected contiguous:P or strided:P (P pipeline ranks), not {text!r}")
-        return cls(order, int(pp))  # type: ignore[arg-type]
-
-    def __str__(self) -> str:
-        return f"{self.order}:{self.pp}"
-
-    def groups(self, world_size: int) -> tuple[tuple[int, ...], ...]:
-        """The pipeline groups of a ``world_size``-rank run; ValueError when P does not divide it."""
-        if world_size % self.pp:
-            raise ValueError(f"{world_size} ranks do not form pipelines of {self.pp} ranks")
-        replicas = world_size // self.pp
-        if self.order == "contiguous":
-            return tuple(tuple(range(d * self.pp, (d + 1) * self.pp)) for d in range(replicas))
-        return tuple(tuple(range(d, world_size, replicas)) for d in range(replicas))
-
 
 @dataclass(frozen=True)
 class PipelineGroups:

@@ -16,24 +16,26 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tracekit.analysis.choices import (
     IDEAL_DEFINITION,
+    LAYOUT_HELP,
     OSDI25_DEFINITION,
     IdealConfig,
     LinkConfig,
+    PipelineLayout,
     StragglerConfig,
     WhatIfConfig,
 )
-from tracekit.analysis.pipelines import LAYOUT_HELP, PipelineLayout
 from tracekit.cli.output import Format
 from tracekit.errors import TracekitError
-from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, load_patterns
 from tracekit.perrank.engine import DaskEngine
-from tracekit.run_analysis import AnalysisConfig
+
+if TYPE_CHECKING:
+    from tracekit.run_analysis import AnalysisConfig
 
 format_option = click.option(
     "--format",
@@ -259,7 +261,14 @@ def analysis_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def analysis_config(values: dict[str, Any]) -> AnalysisConfig:
-    """The ``AnalysisConfig`` of the options ``analysis_options`` added (popped from ``values``)."""
+    """The ``AnalysisConfig`` of the options ``analysis_options`` added (popped from ``values``).
+
+    Imports the analysis (and polars) only here: a command whose result is stored
+    (``tracekit.cli.result_store``) prints it without building a config.
+    """
+    from tracekit.gpu.kernel_classes import KERNEL_PATTERNS, load_patterns
+    from tracekit.run_analysis import AnalysisConfig
+
     parts: dict[str, dict[str, Any]] = {component: {} for component in COMPONENTS}
     for row in ANALYSIS_OPTIONS:
         parts[row.component][row.field] = values.pop(row.name)

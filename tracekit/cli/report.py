@@ -16,11 +16,10 @@ from tracekit.cli.options import (
     scheduler_option,
     wide_option,
 )
-from tracekit.cli.output import Format, emit
-from tracekit.cli.progress import analyse_with_progress
-from tracekit.gpu.hta_compat import HTA_VERSION, hta_breakdown
+from tracekit.cli.output import Format, emit, show
+from tracekit.cli.result_store import ResultStore
+from tracekit.gpu import HTA_VERSION
 from tracekit.perrank.engine import Engine
-from tracekit.present.report import hta_result, report_result
 
 
 @click.command("report")
@@ -47,8 +46,21 @@ def command(
     **options: Any,
 ) -> None:
     """Per-rank bubbles, GPU busy/idle and communication overlap of the run in TRACE_DIR."""
+    store = ResultStore.of("report", trace_dir, {"hta_compatible": hta_compatible, **options})
+    stored = None if store is None or out_dir is not None else store.read()
+    if stored is not None:
+        show(stored, fmt, explain=explain, wide=wide)
+        return
+    # The analysis and its presentation load polars: only when the result is not stored.
+    from tracekit.cli.progress import analyse_with_progress
+    from tracekit.gpu.hta_compat import hta_breakdown
+    from tracekit.present.report import hta_result, report_result
+
     analysis = analyse_with_progress(trace_dir, analysis_config(options), engine=engine)
     if hta_compatible:
-        emit(hta_result(analysis, hta_breakdown(analysis.run), str(trace_dir)), fmt, out_dir, explain=explain, wide=wide)
-        return
-    emit(report_result(analysis, str(trace_dir)), fmt, out_dir, explain=explain, wide=wide)
+        result = hta_result(analysis, hta_breakdown(analysis.run), str(trace_dir))
+    else:
+        result = report_result(analysis, str(trace_dir))
+    printed = emit(result, fmt, out_dir, explain=explain, wide=wide)
+    if store is not None:
+        store.write(printed)

@@ -25,9 +25,8 @@ import polars as pl
 
 from tracekit.analysis.intervals import covered_ns, merge_spans, overlap_ns
 from tracekit.errors import TracekitError
+from tracekit.gpu import HTA_VERSION as HTA_VERSION
 from tracekit.trace.run import Run
-
-HTA_VERSION = "0.5.0"
 
 HTA_CLASSES: tuple[tuple[str, str], ...] = (
     ("communication", r"^nccl.*Kernel"),

@@ -1,6 +1,7 @@
 """What a command produced, as data: a JSON payload, titled tables, warnings; and its JSON bytes.
 
 ``tracekit.present`` builds these from a ``RunAnalysis``; ``tracekit.cli.output.emit`` prints them.
+This module imports no polars: a stored result (``tracekit.present.printed``) is printed without it.
 JSON is deterministic: the same payload gives the same bytes (keys in insertion order, NaN as null).
 
 Not for: printing (``tracekit.cli.output``) or computing anything.
@@ -8,14 +9,17 @@ Not for: printing (``tracekit.cli.output``) or computing anything.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import polars as pl
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,8 @@ class Result:
 
 
 def _json_default(value: Any) -> Any:
-    if isinstance(value, pl.DataFrame):
+    polars = sys.modules.get("polars")  # a frame exists only where polars was imported
+    if polars is not None and isinstance(value, polars.DataFrame):
         return value.to_dicts()
     if isinstance(value, Path):
         return str(value)

@@ -2,23 +2,21 @@
 
 ``load_run`` finds the trace files in a directory, checks they form one run (no rank twice, one
 world size, no rank missing without saying so), parses the ranks in parallel worker processes and
-caches each rank's event table as Parquet beside the traces (``.tracekit-cache/``), reused while
-the trace file is unchanged. A cached load reads the cache in this process and starts no worker.
-``Run.events`` reads every rank's table on first use; ``Run.rank_events`` scans one rank lazily,
-which is what analyses that must stay within one rank's memory use. ``tracekit.perrank`` runs the
-same steps (``ingest_one`` in a task per rank, with that rank's reductions beside it, then
-``assemble_run``), which is how ``tracekit.analyse`` opens a directory.
+caches each rank's event table as Parquet beside the traces (``.tracekit-cache/``, placed by
+``tracekit.trace.cache_dir``), reused while the trace file is unchanged. A cached load reads the
+cache in this process and starts no worker. ``Run.events`` reads every rank's table on first use;
+``Run.rank_events`` scans one rank lazily, which is what analyses that must stay within one rank's
+memory use. ``tracekit.perrank`` runs the same steps (``ingest_one`` in a task per rank, with that
+rank's reductions beside it, then ``assemble_run``), which is how ``tracekit.analyse`` opens a
+directory.
 
 Not for: interpreting the events (``tracekit.analysis``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import multiprocessing
 import os
-import stat
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -31,6 +29,8 @@ import polars as pl
 
 from collectors.manifest import MANIFEST_NAME, SIDECAR, Manifest, RankMeta, SchemaError, parse_manifest
 from tracekit.errors import TracekitError
+from tracekit.trace.cache_dir import CACHE_DIR_NAME as CACHE_DIR_NAME
+from tracekit.trace.cache_dir import cache_dir_of
 from tracekit.trace.kineto import TraceInfo, read_trace
 from tracekit.trace.provenance import (
     Cut,
@@ -43,7 +43,6 @@ from tracekit.trace.schema import EVENT_SCHEMA, EVENT_SCHEMA_VERSION, empty_even
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
-CACHE_DIR_NAME = ".tracekit-cache"
 _TRACE_SUFFIXES = (".json", ".json.gz")
 _NOT_TRACES = (MANIFEST_NAME,)
 
@@ -148,29 +147,6 @@ def read_manifest(root: Path) -> Manifest | None:
         return parse_manifest(payload)
     except SchemaError as error:
         raise TracekitError(f"malformed manifest: {error}", path) from None
-
-
-def cache_dir_of(root: Path) -> Path:
-    """The cache beside the traces, or a per-directory one under the temp dir when that is read-only.
-
-    A directory without write permission bits counts as read-only even for root, who could write
-    there anyway: a shared trace store marked read-only is never written to.
-    """
-    folder = root if root.is_dir() else root.parent
-    beside = folder / CACHE_DIR_NAME
-    try:
-        if not folder.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
-            raise PermissionError(f"{folder} is marked read-only")
-        beside.mkdir(exist_ok=True)
-        probe = beside / f".probe-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-        return beside
-    except OSError:
-        digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
-        fallback = Path(tempfile.gettempdir()) / "tracekit-cache" / digest
-        fallback.mkdir(parents=True, exist_ok=True)
-        return fallback
 
 
 def _cache_paths(path: Path, cache_dir: Path) -> tuple[Path, Path]:

@@ -1,0 +1,197 @@
+"""A report's stored result: printed again only while nothing it depends on changed.
+
+The commands run as a user runs them (a child process); the key's parts are checked one by one
+on ``ResultStore.of``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracekit.cli import result_store
+from tracekit.cli.result_store import KEPT_PER_COMMAND, ResultStore
+from tracekit.present.printed import Printed, PrintedColumn, PrintedTable
+from tracekit.trace.cache_dir import CACHE_DIR_NAME
+
+FORMATS = ((), ("--format", "json"), ("--format", "csv"), ("--wide",), ("--explain",))
+
+
+def tracekit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def _stored(root: Path) -> list[Path]:
+    return sorted((root / CACHE_DIR_NAME).glob("report.result-*.json"))
+
+
+@pytest.fixture
+def run(tmp_path: Path, make_trace) -> Path:
+    root = tmp_path / "run"
+    root.mkdir()
+    for rank in range(2):
+        labels = [(f"tracekit:step#{n}", [f"tracekit:{rank}F0", f"tracekit:{rank}B0"]) for n in (0, 1)]
+        make_trace(root / f"rank{rank}.json.gz", labels, rank=rank, world_size=2)
+    return root
+
+
+def test_a_repeated_report_prints_what_the_first_printed_in_every_format(run: Path) -> None:
+    first = {args: tracekit("report", str(run), *args) for args in FORMATS}
+    assert len(_stored(run)) == 1
+    again = {args: tracekit("report", str(run), *args) for args in FORMATS}
+
+    for args in FORMATS:
+        assert first[args].returncode == again[args].returncode == 0, (args, again[args].stderr)
+        assert again[args].stdout == first[args].stdout, args
+        assert again[args].stderr == first[args].stderr, args
+
+
+def test_a_changed_or_removed_trace_is_analysed_again(run: Path) -> None:
+    before = tracekit("report", str(run), "--format", "json")
+    (run / "rank1.json.gz").unlink()
+
+    after = tracekit("report", str(run), "--format", "json")
+
+    assert before.returncode == after.returncode == 0, after.stderr
+    assert '"partial": false' in before.stdout and '"partial": true' in after.stdout
+    assert len(_stored(run)) == 2
+
+
+def test_another_option_is_another_result(run: Path) -> None:
+    plain = tracekit("report", str(run), "--format", "json")
+    layout = tracekit("report", str(run), "--format", "json", "--pipelines", "contiguous:1")
+
+    assert plain.returncode == layout.returncode == 0, layout.stderr
+    assert plain.stdout != layout.stdout
+    assert len(_stored(run)) == 2
+
+
+def test_a_damaged_stored_result_is_computed_again(run: Path) -> None:
+    first = tracekit("report", str(run), "--format", "json")
+    (stored,) = _stored(run)
+    stored.write_bytes(stored.read_bytes()[:100])
+
+    again = tracekit("report", str(run), "--format", "json")
+
+    assert again.returncode == 0 and again.stdout == first.stdout, again.stderr
+    assert again.stderr == first.stderr
+    assert Printed.from_bytes(stored.read_bytes()).json.decode() + "\n" == first.stdout
+
+
+def test_out_always_computes_and_writes_its_files(run: Path, tmp_path: Path) -> None:
+    tracekit("report", str(run))
+    out = tmp_path / "out"
+
+    done = tracekit("report", str(run), "--out", str(out))
+
+    assert done.returncode == 0, done.stderr
+    assert (out / "result.json").is_file() and (out / "ranks.parquet").is_file()
+
+
+def test_a_store_that_cannot_be_written_costs_nothing(tmp_path: Path) -> None:
+    printed = Printed(json=b"{}")
+    store = ResultStore(tmp_path / "no such folder", "report", "0" * 32)
+
+    store.write(printed)
+
+    assert store.read() is None and not (tmp_path / "no such folder").exists()
+
+
+def test_a_mistyped_run_has_no_store_and_leaves_no_cache_folder(tmp_path: Path) -> None:
+    assert ResultStore.of("report", tmp_path / "absent", {}) is None
+    assert not (tmp_path / CACHE_DIR_NAME).exists()
+
+
+def test_only_the_newest_results_of_a_command_are_kept(tmp_path: Path) -> None:
+    printed = Printed(json=b"{}")
+    for index in range(KEPT_PER_COMMAND + 3):
+        ResultStore(tmp_path, "report", f"{index:032d}").write(printed)
+        os.utime(tmp_path / f"report.result-{index:032d}.json", ns=(index * 10**9, index * 10**9))
+    ResultStore(tmp_path, "whatif", "f" * 32).write(printed)
+
+    kept = sorted(path.name for path in tmp_path.glob("report.result-*.json"))
+    assert kept == [f"report.result-{index:032d}.json" for index in range(3, KEPT_PER_COMMAND + 3)]
+    assert (tmp_path / f"whatif.result-{'f' * 32}.json").exists()
+
+
+def _key(root: Path, **options: object) -> str:
+    store = ResultStore.of("report", root, options)
+    assert store is not None
+    return store.key
+
+
+def test_the_key_holds_every_file_beside_the_traces(run: Path) -> None:
+    before = _key(run)
+    assert _key(run) == before
+    manifest = run / "run.json"
+    manifest.write_text("{}")
+    with_manifest = _key(run)
+    os.utime(manifest, ns=(1, 1))
+
+    assert len({before, with_manifest, _key(run)}) == 3
+
+
+def test_the_key_holds_the_options_and_the_files_they_name(run: Path, tmp_path: Path) -> None:
+    patterns = tmp_path / "classes.toml"
+    patterns.write_text("[[pattern]]\n")
+    named = _key(run, kernel_classes=patterns)
+    patterns.write_text("[[pattern]]\n\n")
+
+    keys = {_key(run), _key(run, threshold=0.2), named, _key(run, kernel_classes=patterns)}
+
+    assert len(keys) == 4
+
+
+def test_the_key_holds_tracekit_environment_variables(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _key(run)
+    monkeypatch.setenv("TRACEKIT_MAX_TRACE_MB", "64")
+    limited = _key(run)
+    monkeypatch.setenv("UNRELATED_SETTING", "1")
+
+    assert before != limited and _key(run) == limited
+
+
+def test_the_key_holds_tracekit_source(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _key(run)
+    sources = list(result_store._source_files())
+    assert any(path.endswith(os.path.join("present", "report.py")) for path, _, _ in sources)
+    edited = [(path, size + path.endswith("report.py"), mtime) for path, size, mtime in sources]
+    monkeypatch.setattr(result_store, "_source_files", lambda: iter(edited))
+
+    assert _key(run) != before
+
+
+def test_printed_results_survive_storing_with_any_text() -> None:
+    text = "tab\tbell\x07 escape\x1b[31m red, 中文, \u202e, quote \" and \\"
+    printed = Printed(
+        json=b'{"a": "\\u001b"}',
+        tables=(
+            PrintedTable(
+                title=text,
+                notes=(text, ""),
+                columns=(
+                    PrintedColumn("rank", "rank", True, ("0", "1")),
+                    PrintedColumn("name", text, False, (text, "-")),
+                ),
+                default=("name",),
+                csv="rank,name\n0,x\n",
+            ),
+        ),
+        warnings=(text,),
+        headline=(text,),
+        definitions=(),
+    )
+
+    assert Printed.from_bytes(printed.to_bytes()) == printed
+
+
+@pytest.mark.parametrize("damage", [b"", b"{}", b'{"format": "tracekit-printed/0"}', b"[1, 2]", b"\xff"])
+def test_what_is_not_a_stored_result_is_refused(damage: bytes) -> None:
+    with pytest.raises((ValueError, KeyError, TypeError)):
+        Printed.from_bytes(damage)
