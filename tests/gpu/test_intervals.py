@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analysis import intervals
-from tracekit.analysis.intervals import intersect_spans, merge_spans, overlap_ns, subtract_spans
+from tracekit.analysis.intervals import covered_by, intersect_spans, merge_spans, overlap_ns, subtract_spans
 
 spans = st.lists(
     st.tuples(st.integers(0, 1), st.integers(0, 60), st.integers(0, 15)).map(
@@ -52,6 +52,43 @@ def test_intersection_and_difference_match_unit_counts(first, second) -> None:
         gaps = ordered.with_columns(pl.col("end_ns").shift(1).over("group").alias("previous_end"))
         assert (gaps["start_ns"] > gaps["previous_end"]).fill_null(True).all()
         assert (frame["end_ns"] > frame["start_ns"]).all()
+
+
+classed = st.lists(
+    st.tuples(st.integers(0, 1), st.sampled_from("abc"), st.integers(0, 60), st.integers(0, 15)).map(
+        lambda t: (t[0], t[1], t[2], t[2] + t[3])
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(classes=classed, union=spans, base=st.sampled_from([0, 1_700_000_000_000_000_000]))
+def test_time_covered_by_a_shared_union_matches_unit_counts(classes, union, base) -> None:
+    """Each (group, class) against its group's one union, as a count of unit instants: a class's
+    spans overlapping one another, a group with no union, times near the epoch's nanoseconds."""
+    spans_of = pl.DataFrame(
+        classes,
+        schema={"group": pl.Int64(), "cls": pl.String(), "start_ns": pl.Int64(), "end_ns": pl.Int64()},
+        orient="row",
+    ).with_columns(pl.col("start_ns", "end_ns") + base)
+    merged_union = merge_spans(_frame(union).with_columns(pl.col("start_ns", "end_ns") + base), ["group"])
+
+    found = covered_by(merge_spans(spans_of, ["group", "cls"]), merged_union, ["group", "cls"], ["group"])
+
+    expected = {}
+    for group, cls in {(g, c) for g, c, _, _ in classes}:
+        points = {t for g, c, start, end in classes if (g, c) == (group, cls) for t in range(start, end)}
+        expected[(group, cls)] = (len(points), len(points & _points(union, group)))
+    assert {(g, c): (covered, overlap) for g, c, covered, overlap in found.iter_rows()} == expected
+    assert found.schema["overlap_ns"] == pl.Int64() and found.schema["covered_ns"] == pl.Int64()
+
+
+def test_time_covered_by_without_groups() -> None:
+    spans = _frame([(0, 0, 10), (0, 20, 30)]).drop("group")
+    union = _frame([(0, 5, 25)]).drop("group")
+
+    assert covered_by(spans, union, [], []).rows() == [(20, 10)]
 
 
 @settings(max_examples=150, deadline=None)

@@ -136,6 +136,56 @@ def overlap_ns(first: pl.DataFrame, second: pl.DataFrame, by: list[str]) -> pl.D
     return covered_ns(intersect_spans(first, second, by), by).rename({"covered_ns": "overlap_ns"})
 
 
+def covered_by(spans: pl.DataFrame, union: pl.DataFrame, by: list[str], on: list[str]) -> pl.DataFrame:
+    """Per ``by`` group of disjoint ``spans``: their time (``covered_ns``) and the part of it that
+    ``union`` covers (``overlap_ns``), ``union`` being disjoint spans (``merge_spans``) per ``on`` group,
+    ``on`` a part of ``by``. One union serves every group that shares its ``on`` key (each
+    communication class of a rank against the rank's compute) without a copy per group.
+
+    The union's time before t is C(t) = (its spans' time before the last span starting at or before
+    t) + (that span's part before t), found by an as-of join of every span's two ends on the union's
+    starts; a span's overlap is C(end) - C(start). The time before each union span is one running sum
+    over the whole union sorted by group: a difference within one group does not see the groups
+    before it. A zero-length span first in each ``on`` group answers for times before its first span;
+    a group whose ``on`` key has no union span overlaps 0.
+    """
+    lengths = pl.col("end_ns") - pl.col("start_ns")
+    floor = -(2**62)
+    if on:
+        firsts = union.select(on).unique().with_columns(pl.lit(floor, pl.Int64()).alias("start_ns"))
+    else:
+        firsts = pl.DataFrame({"start_ns": [floor]}, schema={"start_ns": pl.Int64()})
+    firsts = firsts.with_columns(pl.col("start_ns").alias("end_ns"))
+    coverage = (
+        _sorted_by(pl.concat([firsts, union.select(*on, "start_ns", "end_ns")]), on, "start_ns")
+        .with_columns((lengths.cum_sum() - lengths).alias("_before_ns"))
+        .sort("start_ns")
+    )
+    ends = pl.concat(
+        [
+            spans.select(*by, pl.col("start_ns").alias("_at_ns"), pl.lit(-1, pl.Int64()).alias("_sign")),
+            spans.select(*by, pl.col("end_ns").alias("_at_ns"), pl.lit(1, pl.Int64()).alias("_sign")),
+        ]
+    ).sort("_at_ns")
+    before_at = pl.col("_before_ns") + pl.min_horizontal("_at_ns", "end_ns") - pl.col("start_ns")
+    sums = (
+        (pl.col("_sign") * pl.col("_at_ns")).sum().alias("covered_ns"),
+        (pl.col("_sign") * before_at).sum().fill_null(0).alias("overlap_ns"),
+    )
+    # both sides are sorted by time over the whole frame, so within every group too
+    joined = ends.join_asof(
+        coverage,
+        left_on="_at_ns",
+        right_on="start_ns",
+        by=on or None,
+        strategy="backward",
+        check_sortedness=False,
+    )
+    if not by:
+        return joined.select(*sums)
+    return joined.group_by(*by).agg(*sums).sort(by)
+
+
 def covered_bins(spans: pl.DataFrame, by: list[str], width: float, bins: int) -> pl.DataFrame:
     """Time covered by the union of spans per ``by`` group and time bin ``[b * width, (b + 1) * width)``.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.analysis.intervals import covered_ns, merge_spans, overlap_ns
+from tracekit.analysis.intervals import covered_by, merge_spans
 from tracekit.gpu.breakdown import active_spans
 from tracekit.gpu.kernel_classes import COMMUNICATION, COMPUTE
 
@@ -34,16 +34,14 @@ OVERLAP_SCHEMA: dict[str, pl.DataType] = {
 def comm_overlap(waited: pl.DataFrame) -> pl.DataFrame:
     """``OVERLAP_SCHEMA`` rows from ``p2p_waits`` output; empty when no rank communicates."""
     active = active_spans(waited)
-    compute = merge_spans(active.filter(pl.col("kernel_class") == COMPUTE), ["rank"])  # once, not per class
-    comm = active.filter(pl.col("kernel_class") == COMMUNICATION)
-    comm = pl.concat([comm, comm.with_columns(pl.lit(ALL_COMM).alias("comm_class"))])
-    by = ["rank", "comm_class"]
-    compute_by_class = comm.select(by).unique().join(compute, on="rank")
+    compute = merge_spans(active.filter(pl.col("kernel_class") == COMPUTE), ["rank"])
+    by_class = merge_spans(active.filter(pl.col("kernel_class") == COMMUNICATION), ["rank", "comm_class"])
+    every = merge_spans(by_class, ["rank"]).select(
+        "rank", pl.lit(ALL_COMM).alias("comm_class"), "start_ns", "end_ns"
+    )
     return (
-        covered_ns(comm, by)
+        covered_by(pl.concat([by_class, every]), compute, ["rank", "comm_class"], ["rank"])
         .rename({"covered_ns": "comm_ns"})
-        .join(overlap_ns(comm, compute_by_class, by), on=by, how="left")
-        .with_columns(pl.col("overlap_ns").fill_null(0))
         .with_columns(
             (pl.col("comm_ns") - pl.col("overlap_ns")).alias("exposed_ns"),
             (100 * pl.col("overlap_ns") / pl.col("comm_ns")).alias("overlap_pct"),
