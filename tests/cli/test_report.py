@@ -18,16 +18,6 @@ def tracekit(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def two_rank_run(tmp_path: Path, make_trace) -> Path:
-    root = tmp_path / "run"
-    root.mkdir()
-    for rank in range(2):
-        labels = [(f"tracekit:step#{n}", [f"tracekit:{rank}F0", f"tracekit:{rank}B0"]) for n in (0, 1)]
-        make_trace(root / f"rank{rank}.json.gz", labels, rank=rank, world_size=2)
-    return root
-
-
 def test_json_report_has_the_documented_shape(two_rank_run: Path) -> None:
     result = tracekit("report", str(two_rank_run), "--format", "json")
 

@@ -32,13 +32,8 @@ def _stored(root: Path) -> list[Path]:
 
 
 @pytest.fixture
-def run(tmp_path: Path, make_trace) -> Path:
-    root = tmp_path / "run"
-    root.mkdir()
-    for rank in range(2):
-        labels = [(f"tracekit:step#{n}", [f"tracekit:{rank}F0", f"tracekit:{rank}B0"]) for n in (0, 1)]
-        make_trace(root / f"rank{rank}.json.gz", labels, rank=rank, world_size=2)
-    return root
+def run(two_rank_run: Path) -> Path:
+    return two_rank_run
 
 
 def test_a_repeated_report_prints_what_the_first_printed_in_every_format(run: Path) -> None:
