@@ -31,15 +31,10 @@ def _stored(root: Path) -> list[Path]:
     return sorted((root / CACHE_DIR_NAME).glob("report.result-*.json"))
 
 
-@pytest.fixture
-def run(two_rank_run: Path) -> Path:
-    return two_rank_run
-
-
-def test_a_repeated_report_prints_what_the_first_printed_in_every_format(run: Path) -> None:
-    first = {args: tracekit("report", str(run), *args) for args in FORMATS}
-    assert len(_stored(run)) == 1
-    again = {args: tracekit("report", str(run), *args) for args in FORMATS}
+def test_a_repeated_report_prints_what_the_first_printed_in_every_format(two_rank_run: Path) -> None:
+    first = {args: tracekit("report", str(two_rank_run), *args) for args in FORMATS}
+    assert len(_stored(two_rank_run)) == 1
+    again = {args: tracekit("report", str(two_rank_run), *args) for args in FORMATS}
 
     for args in FORMATS:
         assert first[args].returncode == again[args].returncode == 0, (args, again[args].stderr)
@@ -47,43 +42,43 @@ def test_a_repeated_report_prints_what_the_first_printed_in_every_format(run: Pa
         assert again[args].stderr == first[args].stderr, args
 
 
-def test_a_changed_or_removed_trace_is_analysed_again(run: Path) -> None:
-    before = tracekit("report", str(run), "--format", "json")
-    (run / "rank1.json.gz").unlink()
+def test_a_changed_or_removed_trace_is_analysed_again(two_rank_run: Path) -> None:
+    before = tracekit("report", str(two_rank_run), "--format", "json")
+    (two_rank_run / "rank1.json.gz").unlink()
 
-    after = tracekit("report", str(run), "--format", "json")
+    after = tracekit("report", str(two_rank_run), "--format", "json")
 
     assert before.returncode == after.returncode == 0, after.stderr
     assert '"partial": false' in before.stdout and '"partial": true' in after.stdout
-    assert len(_stored(run)) == 2
+    assert len(_stored(two_rank_run)) == 2
 
 
-def test_another_option_is_another_result(run: Path) -> None:
-    plain = tracekit("report", str(run), "--format", "json")
-    layout = tracekit("report", str(run), "--format", "json", "--pipelines", "contiguous:1")
+def test_another_option_is_another_result(two_rank_run: Path) -> None:
+    plain = tracekit("report", str(two_rank_run), "--format", "json")
+    layout = tracekit("report", str(two_rank_run), "--format", "json", "--pipelines", "contiguous:1")
 
     assert plain.returncode == layout.returncode == 0, layout.stderr
     assert plain.stdout != layout.stdout
-    assert len(_stored(run)) == 2
+    assert len(_stored(two_rank_run)) == 2
 
 
-def test_a_damaged_stored_result_is_computed_again(run: Path) -> None:
-    first = tracekit("report", str(run), "--format", "json")
-    (stored,) = _stored(run)
+def test_a_damaged_stored_result_is_computed_again(two_rank_run: Path) -> None:
+    first = tracekit("report", str(two_rank_run), "--format", "json")
+    (stored,) = _stored(two_rank_run)
     stored.write_bytes(stored.read_bytes()[:100])
 
-    again = tracekit("report", str(run), "--format", "json")
+    again = tracekit("report", str(two_rank_run), "--format", "json")
 
     assert again.returncode == 0 and again.stdout == first.stdout, again.stderr
     assert again.stderr == first.stderr
     assert Printed.from_bytes(stored.read_bytes()).json.decode() + "\n" == first.stdout
 
 
-def test_out_always_computes_and_writes_its_files(run: Path, tmp_path: Path) -> None:
-    tracekit("report", str(run))
+def test_out_always_computes_and_writes_its_files(two_rank_run: Path, tmp_path: Path) -> None:
+    tracekit("report", str(two_rank_run))
     out = tmp_path / "out"
 
-    done = tracekit("report", str(run), "--out", str(out))
+    done = tracekit("report", str(two_rank_run), "--out", str(out))
 
     assert done.returncode == 0, done.stderr
     assert (out / "result.json").is_file() and (out / "ranks.parquet").is_file()
@@ -121,45 +116,48 @@ def _key(root: Path, **options: object) -> str:
     return store.key
 
 
-def test_the_key_holds_every_file_beside_the_traces(run: Path) -> None:
-    before = _key(run)
-    assert _key(run) == before
-    manifest = run / "run.json"
+def test_the_key_holds_every_file_beside_the_traces(two_rank_run: Path) -> None:
+    before = _key(two_rank_run)
+    assert _key(two_rank_run) == before
+    manifest = two_rank_run / "run.json"
     manifest.write_text("{}")
-    with_manifest = _key(run)
+    with_manifest = _key(two_rank_run)
     os.utime(manifest, ns=(1, 1))
 
-    assert len({before, with_manifest, _key(run)}) == 3
+    assert len({before, with_manifest, _key(two_rank_run)}) == 3
 
 
-def test_the_key_holds_the_options_and_the_files_they_name(run: Path, tmp_path: Path) -> None:
+def test_the_key_holds_the_options_and_the_files_they_name(two_rank_run: Path, tmp_path: Path) -> None:
     patterns = tmp_path / "classes.toml"
     patterns.write_text("[[pattern]]\n")
-    named = _key(run, kernel_classes=patterns)
+    named = _key(two_rank_run, kernel_classes=patterns)
     patterns.write_text("[[pattern]]\n\n")
 
+    run = two_rank_run
     keys = {_key(run), _key(run, threshold=0.2), named, _key(run, kernel_classes=patterns)}
 
     assert len(keys) == 4
 
 
-def test_the_key_holds_tracekit_environment_variables(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    before = _key(run)
+def test_the_key_holds_tracekit_environment_variables(
+    two_rank_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = _key(two_rank_run)
     monkeypatch.setenv("TRACEKIT_MAX_TRACE_MB", "64")
-    limited = _key(run)
+    limited = _key(two_rank_run)
     monkeypatch.setenv("UNRELATED_SETTING", "1")
 
-    assert before != limited and _key(run) == limited
+    assert before != limited and _key(two_rank_run) == limited
 
 
-def test_the_key_holds_tracekit_source(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    before = _key(run)
+def test_the_key_holds_tracekit_source(two_rank_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _key(two_rank_run)
     sources = list(result_store._source_files())
     assert any(path.endswith(os.path.join("present", "report.py")) for path, _, _ in sources)
     edited = [(path, size + path.endswith("report.py"), mtime) for path, size, mtime in sources]
     monkeypatch.setattr(result_store, "_source_files", lambda: iter(edited))
 
-    assert _key(run) != before
+    assert _key(two_rank_run) != before
 
 
 def test_printed_results_survive_storing_with_any_text() -> None:

@@ -39,7 +39,7 @@ def decimals_of(values: list[Any]) -> int:
     return 1 if largest >= 100 else 2 if largest >= 1 else 3
 
 
-def cell(value: Any, decimals: int) -> str:
+def _cell(value: Any, decimals: int) -> str:
     """One value as a table shows it: ``-`` for missing, floats to ``decimals``, booleans as yes/no."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -165,7 +165,7 @@ def _printed_table(table: Table) -> PrintedTable:
     for name, dtype in frame.schema.items():
         values = frame[name].to_list()
         places = decimals_of(values) if dtype.is_float() else 0
-        cells = tuple(cell(value, places) for value in values)
+        cells = tuple(_cell(value, places) for value in values)
         columns.append(PrintedColumn(name, table.header(name), dtype.is_numeric(), cells))
     default = None if table.columns is None else tuple(c for c in table.columns if c in frame.columns)
     notes = tuple(printable(note) for note in table.notes)

@@ -38,12 +38,6 @@ class Table:
     headers: Mapping[str, str] = field(default_factory=dict)
     """Short terminal header per column, units included (``"saving ms"``); default: the name, ``_`` as space."""
 
-    def terminal_frame(self, wide: bool) -> pl.DataFrame:
-        """The frame a terminal shows: ``columns`` only unless ``wide``."""
-        if wide or self.columns is None:
-            return self.frame
-        return self.frame.select(column for column in self.columns if column in self.frame.columns)
-
     def header(self, column: str) -> str:
         """The terminal header of ``column``."""
         if column in self.headers:
