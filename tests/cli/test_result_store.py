@@ -93,6 +93,17 @@ def test_a_store_that_cannot_be_written_costs_nothing(tmp_path: Path) -> None:
     assert store.read() is None and not (tmp_path / "no such folder").exists()
 
 
+def test_an_interrupted_write_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(result_store.os, "replace", interrupted)
+
+    with pytest.raises(KeyboardInterrupt):
+        ResultStore(tmp_path, "report", "0" * 32).write(Printed(json=b"{}"))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_mistyped_run_has_no_store_and_leaves_no_cache_folder(tmp_path: Path) -> None:
     assert ResultStore.of("report", tmp_path / "absent", {}) is None
     assert not (tmp_path / CACHE_DIR_NAME).exists()

@@ -142,5 +142,7 @@ class ResultStore:
             for old in kept[:-KEPT_PER_COMMAND]:
                 old.unlink(missing_ok=True)
         except OSError:
+            pass  # not kept: the command has printed its result all the same
+        finally:  # an error or Ctrl-C before the rename leaves no partial file behind
             with contextlib.suppress(OSError):
                 partial.unlink(missing_ok=True)
