@@ -44,8 +44,8 @@ SLOW_LINK, SLOW_LINK_MS = (1, 2), 60.0
 SLOW_W_RANK, SLOW_W_MS = 0, 2.0
 """ZB-V's rank 0 (stages 0 and 7) has slack around its weight gradients: each W sleeps 2 ms more (32 ms a
 step). Two quiet captures of the clean job moved a rank's W by up to 13 ms a step, so 0.5 ms a W (8 ms)
-could not be told from noise; at 3 ms a W the slack ran out (the price 46% and 49% of the own change,
-against 26% and 29% at 2 ms)."""
+could not be told from noise. At 2 ms a W the price is 40% to 67% of the own change (quiet, five pairs):
+the waits in the run absorb the rest."""
 
 JOBS = (
     DiffJob("1f1b-base"),

