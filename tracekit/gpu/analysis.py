@@ -24,16 +24,10 @@ from tracekit.analysis.pipelines import ONE_PIPELINE, PipelineGroups, with_repli
 from tracekit.analysis.realized import REALIZED_SCHEMA
 from tracekit.errors import TracekitError
 from tracekit.gpu.breakdown import gpu_breakdown, p2p_waits, stream_activity
-from tracekit.gpu.kernel_classes import GPU_CATEGORIES, KERNEL_PATTERNS, P2P, KernelPattern, classify
+from tracekit.gpu.kernel_classes import GPU_CATEGORIES, KERNEL_PATTERNS, P2P, KernelPattern
 from tracekit.gpu.overlap import comm_overlap
 from tracekit.gpu.schedule import ACTION_PROJECTION_SCHEMA, project_actions, subchunk_schedule
-from tracekit.gpu.timeline import (
-    GPU_SCHEMA,
-    LAUNCH_CATEGORIES,
-    STREAM_KEY_EXPRS,
-    gpu_activities,
-    gpu_timeline,
-)
+from tracekit.gpu.timeline import GPU_SCHEMA, LAUNCH_CATEGORIES, classified_activities, gpu_timeline
 from tracekit.trace.run import Run
 
 NEEDED_CATEGORIES = (*GPU_CATEGORIES, *LAUNCH_CATEGORIES, "user_annotation")
@@ -101,16 +95,16 @@ def rank_timeline(
 
     ``actions`` are the rank's labelled actions (``REALIZED_SCHEMA``, possibly empty).
     """
-    raw = gpu_activities(events).select(*STREAM_KEY_EXPRS, "cat", "name").collect()
-    p2p = classify(raw, patterns).filter(pl.col("comm_class") == P2P).drop("name")
-    timeline = gpu_timeline(events, patterns)
+    classified = classified_activities(events, patterns)
+    p2p = classified.filter(pl.col("comm_class") == P2P).drop("name")
+    timeline = gpu_timeline(events, patterns, classified)
     subchunks, subchunk_warnings = None, ()
     if not timeline.activities.is_empty():
         schedule = subchunk_schedule(events, timeline.activities)
         subchunks, subchunk_warnings = schedule.frame, schedule.warnings
     summary = RankTimeline(
         rank=rank,
-        has_gpu=not raw.is_empty(),
+        has_gpu=not classified.is_empty(),
         p2p=p2p.select(list(P2P_SCHEMA)).cast(P2P_SCHEMA),  # type: ignore[arg-type]
         subchunks=subchunks,
         projection=project_actions(actions, timeline.activities),

@@ -105,17 +105,33 @@ def _stream_overlaps(activities: pl.DataFrame) -> list[str]:
     ]
 
 
-def gpu_timeline(
+def classified_activities(
     events: pl.DataFrame | pl.LazyFrame, patterns: tuple[KernelPattern, ...] = KERNEL_PATTERNS
+) -> pl.DataFrame:
+    """The GPU activities of ``events`` in trace order: their key (``STREAM_KEY_EXPRS``), ``cat``,
+    ``name``, ``correlation`` and ``CLASS_SCHEMA`` columns, not yet tied to their launch."""
+    raw = gpu_activities(events).select(*STREAM_KEY_EXPRS, "cat", "name", "correlation").collect()
+    return classify(raw, patterns)
+
+
+def gpu_timeline(
+    events: pl.DataFrame | pl.LazyFrame,
+    patterns: tuple[KernelPattern, ...] = KERNEL_PATTERNS,
+    classified: pl.DataFrame | None = None,
 ) -> GpuTimeline:
-    """Classified GPU activities of ``events`` (event-table rows) with their CPU launch times."""
-    raw = (
-        gpu_activities(events)
-        .select(*STREAM_KEY_EXPRS, "cat", "name", "correlation")
+    """Classified GPU activities of ``events`` (event-table rows) with their CPU launch times.
+
+    ``classified``: ``classified_activities`` of the same events and patterns, when the caller has them.
+    """
+    if classified is None:
+        classified = classified_activities(events, patterns)
+    activities = (
+        classified.lazy()
         .join(_launches(events), on=["rank", "correlation"], how="left")
+        .select(list(GPU_SCHEMA))
+        .sort("rank", "start_ns")
         .collect()
     )
-    activities = classify(raw, patterns).select(list(GPU_SCHEMA)).sort("rank", "start_ns")
     warnings = _stream_overlaps(activities)
     unlaunched = activities.filter(pl.col("correlation").is_not_null() & pl.col("launch_ns").is_null())
     if not unlaunched.is_empty():
@@ -208,12 +224,14 @@ def project_spans(spans: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame
         pl.col("launch_end_ns").max().alias("_last_launch_ns"),
     )
     busy = covered_ns(matched, ["span_id"]).rename({"covered_ns": "gpu_busy_ns"})
-    by_class = [
-        covered_ns(matched.filter(pl.col("kernel_class") == name), ["span_id"]).rename({"covered_ns": column})
-        for name, column in (("compute", "compute_ns"), ("communication", "comm_ns"))
-    ]
+    classes = (("compute", "compute_ns"), ("communication", "comm_ns"))
+    # One union grouped by class too, rather than a union per class.
+    of_classes = matched.filter(pl.col("kernel_class").is_in([name for name, _ in classes]))
+    per_class = covered_ns(of_classes, ["span_id", "kernel_class"])
     result = extent.join(busy, on="span_id", how="left").join(launch_wait(matched, ["span_id"]), on="span_id")
-    for part in by_class:
+    for name, column in classes:
+        part = per_class.filter(pl.col("kernel_class") == name)
+        part = part.select("span_id", pl.col("covered_ns").alias(column))
         result = result.join(part, on="span_id", how="left")
     launching = (pl.min_horizontal("_last_launch_ns", "gpu_end_ns") - pl.col("gpu_start_ns")).clip(lower_bound=0)
     return (
