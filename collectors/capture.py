@@ -413,6 +413,9 @@ class Recorder:
         if self.live is not None:
             self.live.profiling = False
         assert profiler is not None
+        if self.probes is not None:
+            with contextlib.suppress(Exception):  # never into the job: the header then reads the window later
+                self.probes.close_window()  # before the export, whose waits are not the job's
         name = trace_name(self._rank, complete)
         target = self._write_dir / name
         shown = self.config.out_dir / name  # what the user asked for, not the hidden staging path

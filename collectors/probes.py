@@ -12,8 +12,10 @@ While a capture window is open, every compute action span (``collectors.spans.ac
   window is open).
 
 and keeps the differences, one row per action, in memory. The window's whole run-queue wait and
-dispatches of the thread that opened it go in the header: the host's wait per dispatch, which
-every action of the rank, inside or outside a label, sees alike. Where a GPU is present and
+dispatches of the thread that opened it, and its wall time, go in the header: the host's wait per
+dispatch, which every action of the rank, inside or outside a label, sees alike, and its share of
+the window. They are taken as the window closes (``close_window``), before the trace is exported:
+the export's own waits are not the job's. Where a GPU is present and
 ``nvidia-ml-py`` is installed, the device's SM clock (and its maximum), power (and its enforced
 limit), temperature and clock-event reasons are sampled through NVML at action ends, at most once
 per ``NVML_INTERVAL_NS``, and at every captured step's end (the header's ``nvml``); without a GPU,
@@ -265,6 +267,8 @@ class ProbeBuffer:
         """When an action's end may take the next NVML sample; 0 without NVML (nothing to sample)."""
         self.depth = 0
         self.window_start = self.runq.read()
+        self.window_opened_ns = time.monotonic_ns()
+        self._window_closed: tuple[int, int, int] | None = None
         gc.callbacks.append(self.gc)
 
     def span(self, step: int, stage: int, kind: str, microbatch: int) -> _ActionProbe:
@@ -298,11 +302,20 @@ class ProbeBuffer:
         self.next_sample_ns = 0
         self.peers.close()
 
+    def close_window(self) -> None:
+        """Take the window's run-queue wait, dispatches and wall time now, on the thread that opened
+        it (idempotent: the first call counts)."""
+        if self._window_closed is None:
+            now = self.runq.read()
+            wall = time.monotonic_ns() - self.window_opened_ns
+            self._window_closed = (now[0] - self.window_start[0], now[1] - self.window_start[1], wall)
+
     @property
-    def _window(self) -> tuple[int, int]:
-        """Run-queue wait (ns) and dispatches of this thread since the window opened."""
-        now = self.runq.read()
-        return now[0] - self.window_start[0], now[1] - self.window_start[1]
+    def _window(self) -> tuple[int, int, int]:
+        """Run-queue wait (ns), dispatches and wall time (ns) of the window, up to ``close_window``."""
+        self.close_window()
+        assert self._window_closed is not None
+        return self._window_closed
 
     def header(self, rank: int) -> dict[str, Any]:
         """The file's first line (``PROBES_FORMAT``); the rows follow, one per line."""
@@ -318,6 +331,7 @@ class ProbeBuffer:
             "actions": len(self.rows),
             "window_runq_ns": self._window[0],
             "window_dispatches": self._window[1],
+            "window_wall_ns": self._window[2],
             "runq_available": self.runq.available,
             "gc_pauses": self.gc.pauses,
             "gc_ns": self.gc.total_ns,

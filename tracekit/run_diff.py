@@ -1,10 +1,11 @@
 """Two runs of the same job set side by side: what changed, priced in step time (``tracekit diff``).
 
 ``diff(base, new)`` opens (or takes) two ``RunAnalysis`` and returns a ``RunDiff``, whose parts are
-computed on first use from the two analyses' frames, each by a module of ``tracekit.diff``:
+computed on first use from the two analyses' frames, each by a module of ``tracekit.changes``:
 
     shapes -> comparability (refused, or compared per stage and kind)
-      -> step times and their change against the noise band (``steps``)
+      -> step times and their change against the noise band (``steps``), and the host's part
+         of it: how long the ranks waited for a CPU core in each (``host``)
       -> the change decomposed by counterfactual replay of NEW (``explain``, ``transfers``)
       -> new and vanished work, per-rank bubble and overlap changes (``work``)
 
@@ -24,6 +25,7 @@ import numpy as np
 import polars as pl
 
 from tracekit.changes.explain import Explanation, Transfers, explain
+from tracekit.changes.host import HostChange, host_change, host_wait_ms
 from tracekit.changes.shape import RANK_KEY, Comparability, RunShape, comparability
 from tracekit.changes.steps import NoiseConfig, StepChange, step_change, step_spans, steps_frame
 from tracekit.changes.transfers import transfers
@@ -104,6 +106,16 @@ class RunDiff:
         """The change of the median step, its noise band and whether it stands beyond it."""
         base, new = self._measured
         return step_change(base["measured_ms"].to_numpy(), new["measured_ms"].to_numpy(), self.config.noise)
+
+    @cached_property
+    def host(self) -> HostChange | None:
+        """Each run's host wait per step (``tracekit.changes.host``); None where either run lacks the probes."""
+        change = self.step_change
+        waits = []
+        for analysis, steps in ((self.base, change.base), (self.new, change.new)):
+            probes = None if analysis.is_optable else analysis.probes
+            waits.append(None if probes is None else host_wait_ms(probes.window, steps.median_ms))
+        return host_change(*waits)
 
     @property
     def _base_ops(self) -> pl.DataFrame:

@@ -17,7 +17,7 @@ from diff.diff_runs import JOBS, SLOW_LINK, SLOW_RANK, SLOW_W_MS, SLOW_W_RANK
 from stragglers.straggler_runs import record_all
 
 import tracekit
-from tracekit.present.diff import headline
+from tracekit.present.diff import headline, host_accounts
 from tracekit.run_diff import RunDiff
 
 
@@ -99,26 +99,28 @@ def test_a_slower_w_with_slack_is_priced_below_its_own_change(runs) -> None:
     assert 0 < saving <= 0.8 * own, w
 
 
-def _host_wait_ms(run: Path) -> float:
-    """The ranks' median run-queue wait over the capture window: how long its host kept them off a core."""
-    return float(tracekit.analyse(run).probes.window["runq_ms"].median() or 0.0)  # type: ignore[arg-type]
-
-
 @pytest.mark.slow
 def test_two_clean_captures_show_no_change_beyond_noise_and_pass_the_gate(runs) -> None:
     out = _cli(str(runs["1f1b-base"]), str(runs["1f1b-clean"]), "--fail-over", "10")
+    assert out.returncode == 0, out.stdout + out.stderr
     if not out.stdout.startswith("no change beyond noise"):
         # Two clean captures agree only on a host as busy in both: with other work starting or
-        # ending between them, the ranks waited for a core 10 ms a step longer in the second (a
-        # benchmark beside the suite, load 4 to 5), and a 35 ms step was rightly 13 ms slower, past
-        # the band. A change the host's run-queue wait accounts for is the host's, not the job's.
-        steps = tracekit.diff(runs["1f1b-base"], runs["1f1b-clean"]).step_change
-        base, new = (_host_wait_ms(runs[name]) / count for name, count in
-                     (("1f1b-base", steps.base.steps), ("1f1b-clean", steps.new.steps)))  # fmt: skip
-        if abs(new - base) > steps.noise_ms:
-            pytest.xfail(f"the host kept the ranks off a core {new - base:+.1f} ms a step longer in the second "
-                         f"capture, past the noise band of {steps.noise_ms:.1f} ms")  # fmt: skip
-    assert out.returncode == 0, out.stdout + out.stderr
+        # ending between them, a 35 ms step was 13 ms slower (a benchmark beside the suite, load 4
+        # to 5), and a 99.5 ms step 38.4 ms faster against a band of 36.6 ms (two CPU hogs and the
+        # suite, load 4 to 5.4). The diff lays such a change on the host where the ranks' wait for
+        # a core accounts for it (``tracekit.changes.host``).
+        result = tracekit.diff(runs["1f1b-base"], runs["1f1b-clean"])
+        if host_accounts(result):
+            assert "the host's, not the job's" in out.stdout.splitlines()[0]
+            return
+        host, steps = result.host, result.step_change
+        partly = host is not None and host.change_ms * steps.change_ms > 0
+        if partly and abs(host.change_ms) >= 0.25 * abs(steps.change_ms):  # type: ignore[union-attr]
+            # The main thread's wait is a part of what a busy host costs a step (gloo's transfer
+            # threads wait too, unseen): two hogs beside one capture cost 26.8 ms a step, of which
+            # the main thread's wait showed 8.8.
+            pytest.xfail(f"the host kept the ranks off a core {host.change_ms:+.1f} ms a step longer in the "
+                         f"second capture, the step {steps.change_ms:+.1f} ms: partly the host's")  # fmt: skip
     assert out.stdout.startswith("no change beyond noise"), out.stdout
     assert "what explains the change" not in out.stdout
 

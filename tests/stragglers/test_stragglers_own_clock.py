@@ -27,7 +27,7 @@ def _probes(rows: list[tuple]) -> pl.DataFrame:
 
 
 def _window(rows: list[tuple[int, float, int]]) -> pl.DataFrame:
-    return pl.DataFrame(rows, schema=WINDOW_SCHEMA, orient="row")
+    return pl.DataFrame([(*row, None) for row in rows], schema=WINDOW_SCHEMA, orient="row")
 
 
 def test_a_wait_every_rank_shares_is_left_out() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.changes.explain import SAVING_DEFINITION
+from tracekit.changes.host import HOST_DEFINITION
 from tracekit.changes.steps import NOISE_DEFINITION, RunSteps, regressed
 from tracekit.present.result import Result, Table
 from tracekit.run_diff import RunDiff
@@ -77,14 +78,32 @@ def headline(result: RunDiff) -> str:
         f"NEW is {_ms(abs(change.change_ms))} ({abs(change.change_pct):.1f}%) {direction} per step than BASE "
         f"({medians}; noise band \u00b1{_ms(change.noise_ms)})"
     )
+    if host_accounts(result):
+        return f"{sentence}; {_host_phrase(result)}"
     row = top_row(result)
     return sentence if row is None else f"{sentence}; {_row_phrase(row, change.change_ms)}"
+
+
+def host_accounts(result: RunDiff) -> bool:
+    """True when the step change stands beyond noise only by how long the host kept the ranks off a core."""
+    return result.host is not None and result.host.accounts_for(result.step_change)
+
+
+def _host_phrase(result: RunDiff) -> str:
+    host, change = result.host, result.step_change
+    assert host is not None
+    more = "longer" if host.change_ms > 0 else "less"
+    return (
+        f"the host's, not the job's: its ranks waited for a CPU core {_ms(abs(host.change_ms))} a step {more} "
+        f"({_ms(host.base_ms)} \u2192 {_ms(host.new_ms)}), and the rest, {_signed(change.change_ms - host.change_ms)}, "
+        "is within the noise band"
+    )
 
 
 def gate_line(result: RunDiff, fail_over_pct: float) -> tuple[bool, str]:
     """The regression gate: (failed, one line) for ``--fail-over PCT``."""
     change = result.step_change
-    failed = regressed(change, fail_over_pct)
+    failed = regressed(change, fail_over_pct) and not host_accounts(result)
     if failed:
         row = top_row(result)
         most = "" if row is None else f"; {_row_phrase(row, change.change_ms)}"
@@ -92,11 +111,12 @@ def gate_line(result: RunDiff, fail_over_pct: float) -> tuple[bool, str]:
             f"regression: NEW's median step is {change.change_pct:.1f}% slower than BASE's "
             f"(over {fail_over_pct:g}%, beyond the \u00b1{_ms(change.noise_ms)} noise band){most}"
         )
-    why = (
-        "within noise"
-        if not change.beyond_noise
-        else f"{_pct(change.change_pct)}, not over {fail_over_pct:g}%"
-    )
+    if not change.beyond_noise:
+        why = "within noise"
+    elif regressed(change, fail_over_pct):
+        why = f"{_pct(change.change_pct)}, over {fail_over_pct:g}% but {_host_phrase(result)}"
+    else:
+        why = f"{_pct(change.change_pct)}, not over {fail_over_pct:g}%"
     return False, f"no regression: NEW's median step {_signed(change.change_ms)} against BASE's ({why})"
 
 
@@ -137,6 +157,7 @@ def definitions(result: RunDiff) -> dict[str, str]:
         "noise": f"{NOISE_DEFINITION} (confidence {noise.confidence:g}, noise_floor_share {noise.noise_floor_share:g})",
         "saving": SAVING_DEFINITION,
         "own_change_ms": "per step, the time NEW's ops of the group spend beyond BASE's speed",
+        "host": HOST_DEFINITION,
     }
 
 
@@ -154,6 +175,14 @@ def diff_payload(result: RunDiff, fail_over_pct: float | None = None) -> dict[st
             "noise_ms": change.noise_ms,
             "beyond_noise": change.beyond_noise,
             "mean_ms": explanation.mean_change_ms,
+        },
+        "host": None
+        if result.host is None
+        else {
+            "base_wait_ms": result.host.base_ms,
+            "new_wait_ms": result.host.new_ms,
+            "change_ms": result.host.change_ms,
+            "accounts_for_change": host_accounts(result),
         },
         "comparison": {
             "key": list(result.comparability.key),
@@ -206,7 +235,7 @@ def _rank_view(ranks: pl.DataFrame) -> pl.DataFrame:
 
 def diff_result(result: RunDiff, fail_over_pct: float | None = None) -> Result:
     """The payload and the tables of ``tracekit diff``."""
-    change = result.step_change
+    change, host = result.step_change, result.host
     steps = pl.DataFrame(
         [
             {
@@ -216,9 +245,14 @@ def diff_result(result: RunDiff, fail_over_pct: float | None = None) -> Result:
                 "spread_ms": s.spread_ms,
                 "min_ms": s.min_ms,
                 "max_ms": s.max_ms,
+                "host_wait_ms": None if host is None else wait,
             }
-            for run, s in (("base", change.base), ("new", change.new))
-        ]
+            for run, s, wait in (
+                ("base", change.base, host and host.base_ms),
+                ("new", change.new, host and host.new_ms),
+            )
+        ],
+        schema_overrides={"host_wait_ms": pl.Float64()},
     )
     shown = shown_rows(result)
     tables = [

@@ -22,7 +22,9 @@ time is inside their parent's):
 | peer_runq_ms | Float64 | run-queue wait of the process's other Python threads during the span, ms | run-queue wait not available |
 
 ``WINDOW_SCHEMA``, one row per rank: rank (Int32), runq_ms (Float64) and dispatches (Int64) of the
-thread that opened the window, over the whole window (null: run-queue wait not available).
+thread that opened the window, over the whole window (null: run-queue wait not available), and the
+window's wall_ms (Float64; null in files written before the collector recorded it, whose window
+also ran on through the trace's export).
 
 ``NVML_SCHEMA``, one row per GPU sample (taken at action ends, at most one per
 ``collectors.probes.NVML_INTERVAL_NS``, and at every step's end):
@@ -72,7 +74,12 @@ PROBE_SCHEMA: dict[str, pl.DataType] = {
     "peer_runq_ms": pl.Float64(),
 }
 
-WINDOW_SCHEMA: dict[str, pl.DataType] = {"rank": pl.Int32(), "runq_ms": pl.Float64(), "dispatches": pl.Int64()}
+WINDOW_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "runq_ms": pl.Float64(),
+    "dispatches": pl.Int64(),
+    "wall_ms": pl.Float64(),
+}
 
 NVML_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -160,8 +167,9 @@ def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], t
             raise TracekitError(f"malformed NVML sample {sample!r}", path) from error
     notes = [note for note in header.get("notes") or [] if isinstance(note, str)]
     try:
+        wall = _optional(float, header.get("window_wall_ns"))
         window = (rank, float(header["window_runq_ns"]) / 1e6 if runq else None,
-                  int(header["window_dispatches"]) if runq else None)  # fmt: skip
+                  int(header["window_dispatches"]) if runq else None, None if wall is None else wall / 1e6)  # fmt: skip
     except (KeyError, TypeError, ValueError) as error:
         raise TracekitError("probes header lacks the window's run-queue wait", path) from error
     return rows, samples, window, notes
