@@ -3,6 +3,7 @@
 
 - ``shape``: whether the two runs can be compared (schedule, depth, world size, micro-batches, layout);
 - ``steps``: each run's step times, the measured change and its noise band;
+- ``host``: each run's wait for a CPU core per step, and whether it accounts for the change;
 - ``explain``: the change decomposed by counterfactual replay of NEW into groups and links;
 - ``work``: work one run has and the other not, and per-rank bubble and overlap changes.
 
