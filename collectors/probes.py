@@ -302,19 +302,13 @@ class ProbeBuffer:
         self.next_sample_ns = 0
         self.peers.close()
 
-    def close_window(self) -> None:
-        """Take the window's run-queue wait, dispatches and wall time now, on the thread that opened
-        it (idempotent: the first call counts)."""
+    def close_window(self) -> tuple[int, int, int]:
+        """The window's run-queue wait (ns), dispatches and wall time (ns), taken on the thread that
+        opened it at the first call (later calls give the same)."""
         if self._window_closed is None:
             now = self.runq.read()
             wall = time.monotonic_ns() - self.window_opened_ns
             self._window_closed = (now[0] - self.window_start[0], now[1] - self.window_start[1], wall)
-
-    @property
-    def _window(self) -> tuple[int, int, int]:
-        """Run-queue wait (ns), dispatches and wall time (ns) of the window, up to ``close_window``."""
-        self.close_window()
-        assert self._window_closed is not None
         return self._window_closed
 
     def header(self, rank: int) -> dict[str, Any]:
@@ -324,14 +318,15 @@ class ProbeBuffer:
             notes.append(self.nvml.note)
         if self.nvml.dropped:
             notes.append(f"{self.nvml.dropped} NVML samples past the first {MAX_NVML_SAMPLES} were not kept")
+        runq_ns, dispatches, wall_ns = self.close_window()
         return {
             "format": PROBES_FORMAT,
             "rank": rank,
             "columns": list(COLUMNS),
             "actions": len(self.rows),
-            "window_runq_ns": self._window[0],
-            "window_dispatches": self._window[1],
-            "window_wall_ns": self._window[2],
+            "window_runq_ns": runq_ns,
+            "window_dispatches": dispatches,
+            "window_wall_ns": wall_ns,
             "runq_available": self.runq.available,
             "gc_pauses": self.gc.pauses,
             "gc_ns": self.gc.total_ns,

@@ -103,8 +103,8 @@ def _host_phrase(result: RunDiff) -> str:
 def gate_line(result: RunDiff, fail_over_pct: float) -> tuple[bool, str]:
     """The regression gate: (failed, one line) for ``--fail-over PCT``."""
     change = result.step_change
-    failed = regressed(change, fail_over_pct) and not host_accounts(result)
-    if failed:
+    slower = regressed(change, fail_over_pct)
+    if slower and not host_accounts(result):
         row = top_row(result)
         most = "" if row is None else f"; {_row_phrase(row, change.change_ms)}"
         return True, (
@@ -113,7 +113,7 @@ def gate_line(result: RunDiff, fail_over_pct: float) -> tuple[bool, str]:
         )
     if not change.beyond_noise:
         why = "within noise"
-    elif regressed(change, fail_over_pct):
+    elif slower:
         why = f"{_pct(change.change_pct)}, over {fail_over_pct:g}% but {_host_phrase(result)}"
     else:
         why = f"{_pct(change.change_pct)}, not over {fail_over_pct:g}%"
@@ -236,6 +236,7 @@ def _rank_view(ranks: pl.DataFrame) -> pl.DataFrame:
 def diff_result(result: RunDiff, fail_over_pct: float | None = None) -> Result:
     """The payload and the tables of ``tracekit diff``."""
     change, host = result.step_change, result.host
+    waits = (None, None) if host is None else (host.base_ms, host.new_ms)
     steps = pl.DataFrame(
         [
             {
@@ -245,12 +246,9 @@ def diff_result(result: RunDiff, fail_over_pct: float | None = None) -> Result:
                 "spread_ms": s.spread_ms,
                 "min_ms": s.min_ms,
                 "max_ms": s.max_ms,
-                "host_wait_ms": None if host is None else wait,
+                "host_wait_ms": wait,
             }
-            for run, s, wait in (
-                ("base", change.base, host and host.base_ms),
-                ("new", change.new, host and host.new_ms),
-            )
+            for run, s, wait in zip(("base", "new"), (change.base, change.new), waits)
         ],
         schema_overrides={"host_wait_ms": pl.Float64()},
     )
