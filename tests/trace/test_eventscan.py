@@ -100,6 +100,40 @@ def test_exported_fields_are_read_as_the_object_reader_reads_them(events: list, 
     assert scanned.equals(read_objects(text, "trace")[1])
 
 
+@_CASES
+@given(
+    events=st.lists(st.one_of(_EXPORTED, _ANY), max_size=16), indent=st.booleans(), part=st.integers(1, 400)
+)
+def test_a_scan_in_parts_reads_what_one_scan_reads(events: list, indent: bool, part: int) -> None:
+    # Nested objects side by side in one event ('},{' inside it) are cuts a part may end at.
+    text, start, end = _text(events, indent)
+    whole = columnar._scanned(text, start, end)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(columnar, "_SCAN_BYTES", part)
+        parts = columnar._scanned_in_parts(text, start, end, lambda frame: frame)
+
+    if whole is None:
+        assert parts is None
+    else:
+        assert parts is not None and pl.concat(parts).equals(whole)
+
+
+def test_a_part_that_ends_between_nested_objects_is_read_again_with_the_rest(monkeypatch) -> None:
+    events = [
+        {"ph": "X", "name": f"op{i}", "ts": i, "dur": 1, "args": {"shapes": [{"a": i}, {"b": i}]}}
+        for i in range(6)
+    ]
+    text, start, end = _text(events, False)
+    monkeypatch.setattr(columnar, "_SCAN_BYTES", 10)
+    cuts = columnar._slices(text, start, end, columnar._SCAN_BYTES)
+    assert any(not text[a:b].endswith(b"}}") for a, b in cuts)  # a cut between two objects inside an event
+
+    parts = columnar._scanned_in_parts(text, start, end, lambda frame: frame)
+
+    assert parts is not None and pl.concat(parts).equals(read_objects(text, "trace")[1])
+
+
 def _objects(text: bytes) -> pl.DataFrame | None:
     """The object reader's raw events; None where it refuses the text (orjson reads no integer past 64 bits)."""
     try:

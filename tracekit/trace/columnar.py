@@ -4,18 +4,19 @@ reader, then Python objects.
 Every reader returns the trace header (the top-level keys tracekit uses) and one row per trace
 event with the raw fields ``tracekit.trace.kineto`` needs, in ``RAW_SCHEMA``. The event scanner
 (``_eventscan.c``, built at install where a C compiler is present) reads the events array in one
-pass straight into Arrow buffers that polars takes over without a copy, about as fast as a typed decode makes Python objects and with no
+pass, in parts of ``_SCAN_BYTES`` each reduced before the next, straight into Arrow buffers that
+polars takes over without a copy, about as fast as a typed decode makes Python objects and with no
 object per event; it is strict, and anything it does not read exactly as ``read_objects`` would
 (text in an integer field, a name that is not text, malformed JSON) leaves the text to the next
-reader. The native reader cuts the ``traceEvents`` array into slices of whole events and decodes only those fields of each,
-straight into Arrow columns, on a few threads: it is several times faster than building Python
-dicts and its memory is the file plus the narrow columns, not one Python object per value. Integer
-fields decode as integers (a slice where one is text decodes again as text, then is cast); a number
-with a fraction there, which no exporter writes, is truncated (``read_objects`` makes it null). It
-refuses input that does not fit the declared types, and spans without a cut longer than
-``_MAX_SLICE_BYTES``; ``read_objects`` then parses the same text with orjson (garbage collection
-paused: millions of new dicts otherwise trigger it over and over)
-and gives the same table, or the error that explains what is wrong with the file.
+reader. The native reader cuts the ``traceEvents`` array into slices of whole events and decodes
+only those fields of each, straight into Arrow columns, on a few threads: it is several times
+faster than building Python dicts and its memory is the file plus the narrow columns, not one
+Python object per value. Integer fields decode as integers (a slice where one is text decodes again
+as text, then is cast); a number with a fraction there, which no exporter writes, is truncated
+(``read_objects`` makes it null). It refuses input that does not fit the declared types, and spans
+without a cut longer than ``_MAX_SLICE_BYTES``; ``read_objects`` then parses the same text with
+orjson (garbage collection paused: millions of new dicts otherwise trigger it over and over) and
+gives the same table, or the error that explains what is wrong with the file.
 
 Not for: interpreting events (``tracekit.trace.kineto``).
 """
@@ -93,6 +94,11 @@ _REDUCE_BYTES = 4 * 1024 * 1024
 """Decoded slices are reduced together once they cover about this much text: a reduce is a query
 of about a millisecond whatever its size (as long as decoding a slice), while reducing only at
 the end would hold every raw (text) column of the file at once."""
+_SCAN_BYTES = 8 * 1024 * 1024
+"""The event scanner reads the events in parts of about this size, each reduced before the next is
+read: a whole file's raw columns (and the scanner's growing buffers) are never held at once, which
+halves a rank's peak memory, while a part is large enough that its reduce query's fixed cost (about a
+millisecond) is lost in its scan."""
 _MAX_SLICE_BYTES = 64 * 1024 * 1024
 """A span without a cut longer than this (one huge event, or a run of blank text) is left to
 ``read_objects``: decoding it here would copy it whole and hold it as one slice."""
@@ -117,11 +123,11 @@ def _header(text: bytes, body_start: int) -> tuple[dict[str, Any], int] | None:
     return None
 
 
-def _slices(text: bytes, start: int, end: int) -> list[tuple[int, int]]:
-    """[start, end) cut after a '}' that is followed by ',' and '{', about every ``_CHUNK_BYTES``."""
+def _slices(text: bytes, start: int, end: int, size: int) -> list[tuple[int, int]]:
+    """[start, end) cut after a '}' that is followed by ',' and '{', about every ``size`` bytes."""
     slices = []
-    while end - start > _CHUNK_BYTES:
-        match = _BETWEEN_EVENTS.search(text, start + _CHUNK_BYTES, end)
+    while end - start > size:
+        match = _BETWEEN_EVENTS.search(text, start + size, end)
         if match is None:
             break
         slices.append((start, match.start() + 1))
@@ -169,6 +175,30 @@ def _scanned(text: bytes, start: int, end: int) -> pl.DataFrame | None:
     frame = pl.DataFrame([pl.Series(columns[name]) for name in RAW_SCHEMA])
     assert dict(frame.schema) == RAW_SCHEMA and frame.height == rows
     return frame
+
+
+def _scanned_in_parts(
+    text: bytes, start: int, end: int, reduce: Callable[[pl.DataFrame], T]
+) -> list[T] | None:
+    """``reduce`` of the scanner's events of each part of ``text[start:end]`` (``_SCAN_BYTES``), in order;
+    None when the scanner cannot read them exactly.
+
+    A cut is only a candidate: a '},{' between two objects nested in one event ends its part inside
+    that event, which the scanner refuses (an unterminated object). From the first part it refuses,
+    the rest is scanned as one, which gives the whole file's answer: its events, or None.
+    """
+    reduced: list[T] = []
+    for part_start, part_end in _slices(text, start, end, _SCAN_BYTES):
+        scanned = _scanned(text, part_start, part_end)
+        if scanned is None:
+            rest = _scanned(text, part_start, end) if part_end < end else None
+            if rest is None:
+                return None
+            reduced.append(reduce(rest))
+            return reduced
+        reduced.append(reduce(scanned))
+        del scanned
+    return reduced
 
 
 def _decoded(text: bytes, slices: list[tuple[int, int]]) -> Iterator[tuple[pl.DataFrame | None, int]]:
@@ -225,14 +255,14 @@ def read_columnar(text: bytes, reduce: Callable[[pl.DataFrame], T]) -> tuple[dic
     header = {key: header[key] for key in _HEADER_SCHEMA if key in header}
     if _NOT_BLANK.search(text, body_start, body_end) is None:  # no copy of the body to strip it
         return header, [reduce(pl.DataFrame(schema=RAW_SCHEMA))]
-    scanned = _scanned(text, body_start, body_end)
+    scanned = _scanned_in_parts(text, body_start, body_end, reduce)
     if scanned is not None:
-        return header, [reduce(scanned)]
+        return header, scanned
 
     reduced: list[T] = []
     pending: list[pl.DataFrame] = []
     pending_bytes = 0
-    for frame, size in _decoded(text, _slices(text, body_start, body_end)):
+    for frame, size in _decoded(text, _slices(text, body_start, body_end, _CHUNK_BYTES)):
         if frame is None:
             return None
         pending.append(frame)
