@@ -13,14 +13,15 @@ import sys
 from enum import Enum
 from pathlib import Path
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table as RichTable
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from tracekit.cli.files import output_dir, write_atomic
 from tracekit.present.printed import Printed, PrintedTable, printed
 from tracekit.present.result import Result, Table, to_json
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table as RichTable
 
 __all__ = ["Format", "Printed", "Result", "Table", "emit", "show", "to_json"]
 
@@ -37,6 +38,9 @@ class Format(str, Enum):
 
 
 def _rich_table(table: PrintedTable, wide: bool) -> RichTable:
+    from rich.table import Table as RichTable  # here: rich is for a person's tables, not JSON or CSV
+    from rich.text import Text
+
     columns = table.shown(wide)
     rich = RichTable()
     for column in columns:
@@ -58,6 +62,8 @@ def _hint(result: Printed, explain: bool, wide: bool) -> str:
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     console = Console(highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         # Piped or redirected with no width asked for: never cut a column short.
@@ -68,9 +74,13 @@ def _console() -> Console:
 def show(result: Printed, fmt: Format, *, explain: bool = False, wide: bool = False) -> None:
     """Print ``result`` in ``fmt``: the headline, the tables, and with ``explain`` the definitions;
     with ``wide`` every column."""
-    stderr = Console(stderr=True, highlight=False)
-    for warning in result.warnings:
-        stderr.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
+    if result.warnings:
+        from rich.console import Console
+        from rich.markup import escape
+
+        stderr = Console(stderr=True, highlight=False)
+        for warning in result.warnings:
+            stderr.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     if fmt is Format.JSON:
         sys.stdout.buffer.write(result.json + b"\n")
     elif fmt is Format.CSV:
