@@ -12,9 +12,10 @@ straggler and the first cause of its row is the planted one. Captures run one at
 so that over four or more schedules every how is planted on every rank (a quarter of the captures).
 
 Usage: ``python benchmarks/cause_accuracy.py [--schedules 1f1b,dualpipev] [--hows spin,sleep,gc]
-[--hog] [--ranks 0,1,2,3|rotate] [--slow-ms 15] [--out DIR]``. Prints one row per case as it is
-judged (stderr), then the table, the accuracy per cause and per schedule and cause.
-``--hows "" --hog`` captures the busy-process cases alone.
+[--hog] [--ranks 0,1,2,3|rotate] [--slow-ms 15] [--out DIR] [--reuse]``. Prints one row per case as
+it is judged (stderr), then the table, the accuracy per cause and per schedule and cause.
+``--hows "" --hog`` captures the busy-process cases alone; ``--reuse`` judges again, with this
+tree's analysis, the cases already captured in ``--out`` by the same options.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def main() -> None:
     parser.add_argument("--ranks", default="0,1,2,3", help="straggler ranks, comma-separated, or 'rotate'")
     parser.add_argument("--slow-ms", type=float, default=15.0)
     parser.add_argument("--out", type=Path, default=Path("/tmp/tracekit-cause-accuracy"))
+    parser.add_argument("--reuse", action="store_true", help="judge the cases already captured in --out")
     args = parser.parse_args()
     # --hows "" --hog plants the busy process alone
     hows = [how for how in args.hows.split(",") if how] + (["hog"] if args.hog else [])
@@ -118,7 +120,10 @@ def main() -> None:
         for how_index, how in enumerate(hows):
             for rank in planted_ranks(args.ranks, schedule_index, how_index):
                 out = args.out / f"{schedule}-r{rank}-{how}"
-                capture(out, schedule, rank, how, args.slow_ms, model)
+                if not args.reuse:
+                    capture(out, schedule, rank, how, args.slow_ms, model)
+                elif not out.is_dir():
+                    raise SystemExit(f"--reuse: {out} was not captured; run once without --reuse")
                 ok, first, cause = judge(out, rank, how)
                 right[schedule, how][0] += ok
                 right[schedule, how][1] += 1

@@ -437,7 +437,9 @@ class RunAnalysis:
             ops=self.case.ops,
             gpu_clock=gpu_clock,
             clock=clock,
-            contention=None if clock is None or probes is None else rank_contention(probes.window),
+            contention=None
+            if clock is None or probes is None
+            else rank_contention(probes.window, probes.actions),
             links=self.slow_links,
             nvml=None if probes is None else probes.nvml,
             launch=None if projection is None else launch_figures(projection),

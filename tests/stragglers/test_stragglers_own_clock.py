@@ -55,6 +55,51 @@ def test_a_rank_that_waits_longer_per_dispatch_keeps_the_excess() -> None:
     assert hogged["shared_runq_ms"] == 7.5 and hogged["wall_ms"] * hogged["factor"] == pytest.approx(32.5)
 
 
+def test_a_wait_within_the_spread_of_a_busy_host_is_the_host_s() -> None:
+    # A uniformly busy host (a DualPipeV capture at load 10 to 12): waits per dispatch of 3.49,
+    # 2.31, 3.37 and 1.85 ms. The third is 1.46x the median of the others, but not beyond their spread.
+    latencies = [3.49, 2.31, 3.37, 1.85]
+    window = _window([(rank, latency * 100, 100) for rank, latency in enumerate(latencies)])
+    probes = _probes([(rank, 40.0, 10.0, 5 * latency, 5) for rank, latency in enumerate(latencies)])
+
+    contention = rank_contention(window)
+    factors = clock_factors(probes, window)
+
+    # Rank 2's others: 1.85, 2.31, 3.49; their upper quartile 2.90, times the tolerance 3.625.
+    assert contention["latency_allowance_ms"][2] == pytest.approx(1.25 * 2.9)
+    assert contention["latency_ms"][2] < contention["latency_allowance_ms"][2]
+    # Every rank's wait within its allowance: all of it the host's.
+    assert factors["shared_runq_ms"].to_list() == pytest.approx(factors["runq_ms"].to_list())
+
+
+def test_uncounted_waits_every_rank_has_are_the_host_s_and_a_hogged_rank_keeps_its_own() -> None:
+    # No dispatch counted in any action: ranks 0, 2, 3 lost 3 to 4 ms per ms on a core, rank 1 12.
+    rates = [3.0, 12.0, 4.0, 3.5]
+    probes = _probes([(rank, 2.0 + 2.0 * rate, 2.0, 0.0, 0) for rank, rate in enumerate(rates)])
+    window = _window([(rank, 100.0, 100) for rank in range(4)])
+
+    contention = rank_contention(window, probes)
+    factors = clock_factors(probes, window)
+
+    assert contention["uncounted_rate"].to_list() == pytest.approx(rates)
+    # Rank 0's others: 3.5, 4, 12; their upper quartile 8, so all of its 6 ms are the host's.
+    assert factors["shared_runq_ms"].to_list()[0::2] == pytest.approx([6.0, 8.0])
+    hogged = factors.filter(pl.col("rank") == 1).row(0, named=True)
+    # Its others: 3, 3.5, 4 -> 1.25 x 3.75 per ms on a core, of its 2 ms: 9.375 of its 24 ms.
+    assert hogged["shared_runq_ms"] == pytest.approx(9.375)
+
+
+def test_hogged_ranks_among_many_do_not_hide_one_another() -> None:
+    # Two of eight ranks beside a busy process wait 10 ms per dispatch, the others 2 to 2.6.
+    latencies = [2.0, 10.0, 2.2, 2.4, 10.0, 2.6, 2.1, 2.3]
+    window = _window([(rank, latency * 100, 100) for rank, latency in enumerate(latencies)])
+
+    contention = rank_contention(window)
+
+    for hogged in (1, 4):
+        assert contention["latency_allowance_ms"][hogged] < 4.0  # the other hogged rank is past the quartile
+
+
 @settings(max_examples=50, deadline=None)
 @given(
     st.lists(
@@ -92,7 +137,8 @@ def test_an_action_never_put_back_on_a_core_waited_for_one_and_keeps_that_wait()
     factors = clock_factors(probes, _window([(0, 10.0, 10), (1, 10.0, 10)]))
 
     assert factors["runq_ms"].to_list() == [32.0, 20.0]
-    # No dispatch to judge the uncounted 30 ms by: none of it is the host's, so the judged time keeps it.
+    # The uncounted 30 ms, against rank 1's none lost that way: none of it is the host's, so the
+    # judged time keeps it.
     assert factors["shared_runq_ms"].to_list() == [2.0, 1.25]
     assert factors["factor"].to_list() == pytest.approx([41 / 43, 31.75 / 33])
 

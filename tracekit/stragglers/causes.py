@@ -204,7 +204,8 @@ def _probed_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dic
         f"(sleep, I/O, locks) against {expected['blocked']:.1f} ms",
         "contended": lambda: f"{actual['contended']:.1f} ms per step waiting for a core: "
         f"{contention['latency_ms']:.2f} ms per dispatch against {contention['latency_reference_ms']:.2f} ms "
-        "on the other ranks",
+        f"on the other ranks (up to {contention['latency_allowance_ms']:.2f} ms counted as the host's)"
+        + _uncounted_evidence(contention),
     }
     rows = [
         _row("rank", rank, cause, evidence[cause](), share=value / total, price_ms=value / total * saving_ms,
@@ -212,6 +213,17 @@ def _probed_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dic
         for cause, value in excess.items()
     ]
     return _keep(rows)
+
+
+def _uncounted_evidence(contention: dict) -> str:
+    """The contended evidence's part on waits schedstat did not count, where the rank had any."""
+    rate, allowance = contention.get("uncounted_rate"), contention.get("uncounted_allowance")
+    if not rate or allowance is None:
+        return ""
+    return (
+        f"; uncounted, {rate:.2f} ms per ms on a core in undispatched actions (up to {allowance:.2f} "
+        "counted as the host's)"
+    )
 
 
 def _keep(rows: list[dict]) -> list[dict]:
