@@ -12,7 +12,6 @@ import errno
 import gzip
 import json
 import os
-import secrets
 import shutil
 import sys
 from pathlib import Path
@@ -62,7 +61,7 @@ def report(message: str) -> None:
 def _temporary_beside(path: Path) -> Path:
     """A new empty file next to ``path`` with the usual permissions (mkstemp's are owner-only)."""
     while True:
-        temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        temporary = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
         try:
             os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             return temporary

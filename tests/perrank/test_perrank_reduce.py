@@ -112,7 +112,7 @@ def test_worker_processes_start_only_for_what_the_cache_lacks(
     def no_pool(*args: object, **kwargs: object) -> None:
         raise AssertionError("a run whose reductions are all cached must not start worker processes")
 
-    monkeypatch.setattr("tracekit.perrank.engine.ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", no_pool)  # imported where a pool starts
 
     assert _document(analyse(root, engine=LocalEngine(workers=2))) == first
 

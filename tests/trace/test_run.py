@@ -144,7 +144,7 @@ def test_cached_load_starts_no_worker_processes(tmp_path: Path, make_trace, monk
     def no_pool(*args, **kwargs):
         raise AssertionError("a cached load must not start worker processes")
 
-    monkeypatch.setattr("tracekit.trace.run.ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", no_pool)  # imported where a pool starts
     second = load_run(root, workers=2)
 
     assert second.events.equals(first.events)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,7 +60,7 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> Path:
 
     A failed write leaves neither a partial ``path`` nor the temporary file.
     """
-    temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
     try:
         write(temporary)
         os.replace(temporary, path)

@@ -16,13 +16,9 @@ Not for: what the tasks compute (``tracekit.perrank.tasks``).
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.context
 import os
-import sys
-import types
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import BrokenExecutor, Executor, ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,39 +69,17 @@ class LocalEngine:
         if workers == 1:
             yield None
             return
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_MainlessSpawnContext()) as pool:
+        from concurrent.futures import ProcessPoolExecutor  # here: most runs start no worker
+
+        from tracekit.perrank.spawn import MainlessSpawnContext
+
+        with ProcessPoolExecutor(max_workers=workers, mp_context=MainlessSpawnContext()) as pool:
             yield pool
 
 
 def default_workers() -> int:
     """Worker processes a ``LocalEngine`` starts by default: one per two cores, none on two or fewer."""
     return max(1, (os.cpu_count() or 1) // 2)
-
-
-class _MainlessSpawnProcess(multiprocessing.context.SpawnProcess):
-    """A spawned worker that does not run the parent's ``__main__`` again.
-
-    Spawn re-runs the parent's main script in every child before it works. A script that calls
-    ``tracekit.analyse`` without an ``if __name__ == "__main__":`` guard would then analyse again in
-    each worker and fail there (a process may not start workers while it starts up), and a script
-    read from standard input cannot be re-run at all. The tasks are tracekit's own functions, so a
-    worker needs nothing from the parent's main: it is started with an empty one.
-    """
-
-    @staticmethod
-    def _Popen(process_obj):  # multiprocessing calls it by this name
-        main = sys.modules["__main__"]
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        try:
-            return multiprocessing.context.SpawnProcess._Popen(process_obj)
-        finally:
-            sys.modules["__main__"] = main
-
-
-class _MainlessSpawnContext(multiprocessing.context.SpawnContext):
-    """The spawn context, its workers started without the parent's ``__main__``."""
-
-    Process = _MainlessSpawnProcess
 
 
 @dataclass(frozen=True)

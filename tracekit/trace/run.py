@@ -15,10 +15,8 @@ Not for: interpreting the events (``tracekit.analysis``).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -221,6 +219,9 @@ def ingest(
             if on_done:
                 on_done(path)
         return [done[path] for path in files]
+    import multiprocessing  # here: one worker, the rule on two cores, starts no process
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     # spawn, not fork: forking a process whose polars thread pool is running can deadlock the child.
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(ingest_one, path, cache_dir): path for path in todo}
