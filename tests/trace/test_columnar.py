@@ -126,3 +126,88 @@ def test_integer_fields_written_as_text_read_as_before_in_every_reader(
     assert changed["pid"].to_list() == ["Spans"] * changed.height
     ids = fast["correlation"].drop_nulls()
     assert ids.dtype == pl.Int64 and ids.len() > 1000
+
+
+@pytest.fixture
+def small_parts(monkeypatch) -> None:
+    """Reading from disk with parts, cut reach and edges a few kilobytes long, so a small trace has many."""
+    monkeypatch.setattr(columnar, "_SCAN_BYTES", 20_000)
+    monkeypatch.setattr(columnar, "_CUT_BYTES", 64)
+    monkeypatch.setattr(columnar, "_EDGE_BYTES", 4_096)
+
+
+def _from_disk(path: Path) -> tuple[dict, pl.DataFrame] | None:
+    with path.open("rb") as handle:
+        read = columnar.read_columnar_file(handle, path.stat().st_size, lambda frame: frame)
+    return None if read is None else (read[0], pl.concat(read[1]))
+
+
+@pytest.mark.parametrize("name", SHARED_TRACES)
+def test_a_trace_read_from_disk_in_parts_reads_as_the_whole_text(
+    shared: Path, name: str, tmp_path: Path, small_parts: None
+) -> None:
+    text = gzip.decompress((shared / "traces" / name).read_bytes())
+    path = tmp_path / "rank0.json"
+    path.write_bytes(text)
+
+    read = _from_disk(path)
+
+    assert read is not None
+    header, whole = read_objects(text, "trace")
+    assert read[0] == header and read[1].equals(whole)
+
+
+def test_false_cuts_between_nested_objects_and_in_strings_are_read_again(
+    tmp_path: Path, small_parts: None
+) -> None:
+    events = [
+        {"ph": "X", "name": "odd},{name" if i % 7 == 0 else f"op{i}", "ts": i, "dur": 1, "pid": 0, "tid": 0,
+         "args": {"shapes": [{"a": i}, {"b": i}], "correlation": i}}
+        for i in range(3_000)
+    ]  # fmt: skip
+    text = orjson.dumps({"schemaVersion": 1, "traceEvents": events, "displayTimeUnit": "ms"})
+    path = tmp_path / "rank0.json"
+    path.write_bytes(text)
+
+    read = _from_disk(path)
+
+    assert read is not None and read[1].equals(read_objects(text, "trace")[1])
+
+
+def test_what_the_scanner_refuses_from_disk_is_left_to_the_whole_text(
+    tmp_path: Path, monkeypatch, small_parts: None
+) -> None:
+    events = [{"ph": "X", "name": f"op{i}", "ts": i, "dur": 1, "pid": 0, "tid": 0} for i in range(3_000)]
+    events[2_500]["args"] = {"correlation": "12"}  # an integer field holding text, far into the file
+    path = tmp_path / "rank0.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    monkeypatch.setattr("tracekit.trace.kineto.FROM_DISK_BYTES", 1_000)
+
+    assert _from_disk(path) is None
+    frame, info = read_trace(path)  # the whole text, by the next reader
+    assert info.event_count == 3_000 and frame["correlation"].drop_nulls().to_list() == [12]
+
+    path.write_bytes(orjson.dumps({"traceEvents": events})[:-40])  # cut short: no end of the array
+    assert _from_disk(path) is None
+
+
+def test_a_large_plain_trace_is_read_from_disk_into_the_same_table(
+    shared: Path, tmp_path: Path, monkeypatch, small_parts: None
+) -> None:
+    text = gzip.decompress((shared / "traces" / SHARED_TRACES[0]).read_bytes())
+    plain, packed = tmp_path / "plain" / "rank0.json", tmp_path / "packed" / "rank0.json.gz"
+    for path, data in ((plain, text), (packed, gzip.compress(text))):
+        path.parent.mkdir()
+        path.write_bytes(data)
+    monkeypatch.setattr("tracekit.trace.kineto.FROM_DISK_BYTES", 1_000)
+    calls = []
+    real = columnar.read_columnar_file
+    monkeypatch.setattr(
+        "tracekit.trace.kineto.read_columnar_file", lambda *args: calls.append(args[1]) or real(*args)
+    )
+
+    from_disk, whole = read_trace(plain), read_trace(packed)
+
+    assert calls == [len(text)]  # the plain file alone, read from disk
+    assert from_disk[0].equals(whole[0])
+    assert from_disk[1].run_id == whole[1].run_id and from_disk[1].event_count == whole[1].event_count

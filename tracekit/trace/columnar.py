@@ -4,16 +4,17 @@ reader, then Python objects.
 Every reader returns the trace header (the top-level keys tracekit uses) and one row per trace
 event with the raw fields ``tracekit.trace.kineto`` needs, in ``RAW_SCHEMA``. The event scanner
 (``_eventscan.c``, built at install where a C compiler is present) reads the events array in one
-pass, in parts of ``_SCAN_BYTES`` each reduced before the next, straight into Arrow buffers that
-polars takes over without a copy, about as fast as a typed decode makes Python objects and with no
-object per event; it is strict, and anything it does not read exactly as ``read_objects`` would
-(text in an integer field, a name that is not text, malformed JSON) leaves the text to the next
-reader. The native reader cuts the ``traceEvents`` array into slices of whole events and decodes
-only those fields of each, straight into Arrow columns, on a few threads: it is several times
-faster than building Python dicts and its memory is the file plus the narrow columns, not one
-Python object per value. Integer fields decode as integers (a slice where one is text decodes again
-as text, then is cast); a number with a fraction there, which no exporter writes, is truncated
-(``read_objects`` makes it null). It refuses input that does not fit the declared types, and spans
+pass, in parts of ``_SCAN_BYTES`` each reduced before the next (a plain file of
+``FROM_DISK_BYTES`` or more read from disk a part at a time: ``read_columnar_file``), straight into
+Arrow buffers that polars takes over without a copy, about as fast as a typed decode makes Python
+objects and with no object per event; it is strict, and anything it does not read exactly as
+``read_objects`` would (text in an integer field, a name that is not text, malformed JSON) leaves
+the text to the next reader. The native reader cuts the ``traceEvents`` array into slices of
+whole events and decodes only those fields of each, straight into Arrow columns, on a few threads:
+it is several times faster than building Python dicts and its memory is the file plus the narrow
+columns, not one Python object per value. Integer fields decode as integers (a slice where one is
+text decodes again as text, then is cast); a number with a fraction there, which no exporter
+writes, is truncated (``read_objects`` makes it null). It refuses input that does not fit the declared types, and spans
 without a cut longer than ``_MAX_SLICE_BYTES``; ``read_objects`` then parses the same text with
 orjson (garbage collection paused: millions of new dicts otherwise trigger it over and over) and
 gives the same table, or the error that explains what is wrong with the file.
@@ -25,10 +26,11 @@ from __future__ import annotations
 
 import gc
 import io
+import os
 import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import orjson
 import polars as pl
@@ -99,6 +101,15 @@ _SCAN_BYTES = 8 * 1024 * 1024
 read: a whole file's raw columns (and the scanner's growing buffers) are never held at once, which
 halves a rank's peak memory, while a part is large enough that its reduce query's fixed cost (about a
 millisecond) is lost in its scan."""
+FROM_DISK_BYTES = 32 * 1024 * 1024
+"""A plain JSON file at least this large is scanned part by part straight from disk
+(``read_columnar_file``): its text is never held whole, only the part being scanned."""
+_EDGE_BYTES = 1024 * 1024
+"""How much of such a file's start is read to find its events array, and of its end for the keys
+after it."""
+_CUT_BYTES = 64 * 1024
+"""How far past a part's ``_SCAN_BYTES`` its read reaches for a cut between events (doubled until
+one is found, up to ``_MAX_SLICE_BYTES``)."""
 _MAX_SLICE_BYTES = 64 * 1024 * 1024
 """A span without a cut longer than this (one huge event, or a run of blank text) is left to
 ``read_objects``: decoding it here would copy it whole and hold it as one slice."""
@@ -199,6 +210,75 @@ def _scanned_in_parts(
         reduced.append(reduce(scanned))
         del scanned
     return reduced
+
+
+def read_columnar_file(
+    handle: BinaryIO, size: int, reduce: Callable[[pl.DataFrame], T]
+) -> tuple[dict[str, Any], list[T], bytes, bytes] | None:
+    """(header, ``reduce`` of each part's raw events, the file's first and last ``_EDGE_BYTES``) of
+    the plain JSON trace open in ``handle`` (``size`` bytes), read from disk one part at a time;
+    None when the event scanner cannot read it so (then read the text whole: ``read_columnar``).
+
+    The same parts, cuts and table as ``read_columnar`` on the whole text, but the text in memory is
+    one part (about ``_SCAN_BYTES``) at a time, not the file: a rank's peak memory no longer grows
+    with its trace's size.
+    """
+    if _eventscan is None:
+        return None
+    fd = handle.fileno()
+    head = os.pread(fd, min(size, _EDGE_BYTES), 0)
+    opening = _ARRAY_START.search(head)
+    if opening is None:
+        return None
+    body_start = opening.end()
+    tail_start = max(body_start, size - _EDGE_BYTES)
+    tail = os.pread(fd, size - tail_start, tail_start)
+    found = _header(head[:body_start] + tail, body_start)
+    if found is None:
+        return None
+    header, body_end = found
+    body_end += tail_start - body_start  # from the joined text's offsets to the file's
+    header = {key: header[key] for key in _HEADER_SCHEMA if key in header}
+    reduced: list[T] = []
+    start = body_start
+    while start < body_end:
+        part = _part_from_disk(fd, start, body_end)
+        if part is None:
+            return None
+        text, length, advance = part
+        scanned = _scanned(text, 0, length)
+        if scanned is None:  # a cut between nested objects, or what the scanner refuses: the rest at once
+            rest = os.pread(fd, body_end - start, start)
+            scanned = _scanned(rest, 0, len(rest)) if len(rest) == body_end - start else None
+            if scanned is None:
+                return None
+            reduced.append(reduce(scanned))
+            break
+        del text
+        reduced.append(reduce(scanned))
+        del scanned
+        start += advance
+    return header, reduced or [reduce(pl.DataFrame(schema=RAW_SCHEMA))], head, tail
+
+
+def _part_from_disk(fd: int, start: int, end: int) -> tuple[bytes, int, int] | None:
+    """(text read from ``start``, the part's length in it, where the next part starts, relative):
+    the text up to the first cut past ``_SCAN_BYTES``, or up to ``end``; None when the file is
+    shorter than it was or no cut lies within ``_MAX_SLICE_BYTES``."""
+    reach = _SCAN_BYTES + _CUT_BYTES
+    while True:
+        wanted = min(reach, end - start)
+        text = os.pread(fd, wanted, start)
+        if len(text) != wanted:
+            return None
+        if start + wanted >= end:
+            return text, wanted, wanted
+        match = _BETWEEN_EVENTS.search(text, _SCAN_BYTES)
+        if match is not None:
+            return text, match.start() + 1, match.end() - 1
+        if reach >= _MAX_SLICE_BYTES:
+            return None
+        reach *= 2
 
 
 def _decoded(text: bytes, slices: list[tuple[int, int]]) -> Iterator[tuple[pl.DataFrame | None, int]]:

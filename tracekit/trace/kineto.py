@@ -25,7 +25,7 @@ import polars as pl
 
 from collectors.aside import run_id_in
 from tracekit.errors import TracekitError
-from tracekit.trace.columnar import read_columnar, read_objects
+from tracekit.trace.columnar import FROM_DISK_BYTES, read_columnar, read_columnar_file, read_objects
 from tracekit.trace.schema import EVENT_SCHEMA
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -259,16 +259,34 @@ def _linked_by_flow(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _read_from_disk(path: Path) -> tuple[dict[str, Any], list[_Slice], bytes, bytes] | None:
+    """A large plain JSON trace read part by part (``read_columnar_file``); None for any other file,
+    or one the scanner does not read so, which ``read_bytes`` then reads whole (and faults name)."""
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < FROM_DISK_BYTES or size > max_trace_bytes() or handle.read(2) == _GZIP_MAGIC:
+                return None
+            return read_columnar_file(handle, size, _reduce)
+    except OSError:
+        return None
+
+
 def read_trace(path: Path) -> tuple[pl.DataFrame, TraceInfo]:
     """Parse one trace file into (event table, trace facts); TracekitError names the file and the fault."""
-    text = read_bytes(path)
-    run_id = run_id_in(memoryview(text), memoryview(text))
-    parsed = read_columnar(text, _reduce)
-    if parsed is None:
-        header, raw = read_objects(text, path)
-        parsed = header, [_reduce(raw)]
-    del text
-    header, slices = parsed
+    from_disk = _read_from_disk(path)
+    if from_disk is not None:
+        header, slices, head, tail = from_disk
+        run_id = run_id_in(head, tail)
+    else:
+        text = read_bytes(path)
+        run_id = run_id_in(memoryview(text), memoryview(text))
+        parsed = read_columnar(text, _reduce)
+        if parsed is None:
+            header, raw = read_objects(text, path)
+            parsed = header, [_reduce(raw)]
+        del text
+        header, slices = parsed
     rank, world_size, rank_source = _rank_of(header, path)
     base_ns = _int_or_none(header.get("baseTimeNanoseconds")) or 0
     warnings: list[str] = []
