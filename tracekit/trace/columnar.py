@@ -14,10 +14,11 @@ whole events and decodes only those fields of each, straight into Arrow columns,
 it is several times faster than building Python dicts and its memory is the file plus the narrow
 columns, not one Python object per value. Integer fields decode as integers (a slice where one is
 text decodes again as text, then is cast); a number with a fraction there, which no exporter
-writes, is truncated (``read_objects`` makes it null). It refuses input that does not fit the declared types, and spans
-without a cut longer than ``_MAX_SLICE_BYTES``; ``read_objects`` then parses the same text with
-orjson (garbage collection paused: millions of new dicts otherwise trigger it over and over) and
-gives the same table, or the error that explains what is wrong with the file.
+writes, is truncated (``read_objects`` makes it null). It refuses input that does not fit the
+declared types, and spans without a cut longer than ``_MAX_SLICE_BYTES``; ``read_objects`` then
+parses the same text with orjson (garbage collection paused: millions of new dicts otherwise
+trigger it over and over) and gives the same table, or the error that explains what is wrong with
+the file.
 
 Not for: interpreting events (``tracekit.trace.kineto``).
 """
