@@ -16,13 +16,12 @@ straggler scoring judges each action on its own clock:
   per ms it runs); ``uncounted_allowance``: the same tolerance times the other ranks' upper quartile;
 - ``judged_ms = wall_ms - min(counted wait, latency_allowance_ms * dispatches) - min(uncounted
   wait, uncounted_allowance * undispatched on-CPU ms)``: the wait that the action would have had
-  on the other ranks' host is left out (with a tolerance: the
-  scheduler makes a thread that uses up its slice wait longer per dispatch than one that sleeps,
-  so a rank computing more than its peers waits somewhat longer per dispatch on the same host),
-  so a busy host that slows every rank alike (uniform load) flags nobody, however often an action
-  sleeps and wakes; a rank that waits longer per dispatch than most of its peers (a hog pinned
-  beside it alone) keeps the excess, so it is still flagged, and its cause is ``contended``
-  (``tracekit.stragglers.causes``).
+  on the other ranks' host is left out (with a tolerance: the scheduler makes a thread that uses
+  up its slice wait longer per dispatch than one that sleeps, so a rank computing more than its
+  peers waits somewhat longer per dispatch on the same host), so a busy host that slows every rank
+  alike (uniform load) flags nobody, however often an action sleeps and wakes; a rank that waits
+  longer than most of its peers (a hog pinned beside it alone) keeps the excess, so it is still
+  flagged, and its cause is ``contended`` (``tracekit.stragglers.causes``).
 
 GPU clocks are already the rank's own (kernel time), so nothing here applies to them.
 
