@@ -43,9 +43,7 @@ sys.path.insert(0, str(ROOT))  # examples/ sits beside the installed packages, n
 import polars as pl
 from examples.small_model import Model
 
-from tracekit.analysis.work import stage_work
 from tracekit.run_analysis import analyse
-from tracekit.stragglers.scoring import score_stragglers
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zbv", "dualpipev", "deepseek-dualpipe")
 """Every schedule tracekit captures."""
@@ -191,11 +189,18 @@ def main() -> None:
     for schedule, ranks, rank in CASES:
         if wanted is not None and f"{schedule}-p{ranks}-r{rank}" not in wanted:
             continue
+        name = f"{schedule}-p{ranks}-r{rank}"
+        if args.reuse and not all((args.out / f"{name}-{run}").is_dir() for run in ("a", "b", "a2")):
+            if wanted is not None:
+                sys.exit(f"straggler_ab: {args.out}: no captures of {name} to reuse")
+            continue  # --reuse over every case: the ones captured
         model = Model(args.hidden, args.microbatch_rows)
         outcome = run_case(args.out, schedule, ranks, rank, args.steps, args.slow_ms, args.reuse, model)
         print(f"{schedule} P={ranks} rank {rank}: measured {outcome.measured_ms:.1f} ms, "
               f"predicted {outcome.predicted_ms:.1f} ms ({outcome.error:+.1%})", file=sys.stderr, flush=True)  # fmt: skip
         outcomes.append(outcome)
+    if not outcomes:
+        sys.exit(f"straggler_ab: {args.out}: no captured case to reuse")
     print(table(outcomes))
     worst = max(abs(o.error) for o in outcomes)
     noise = max(abs(o.a_vs_a) for o in outcomes)

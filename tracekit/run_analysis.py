@@ -369,7 +369,7 @@ class RunAnalysis:
         op on its rank's own clock where the collector's probes give one (``stragglers.own_clock``)."""
         from tracekit.stragglers.own_clock import on_own_clock  # here: see the imports at the top
 
-        return on_own_clock(self.case.ops, self.own_clock)
+        return on_own_clock(self.case.ops, self.op_clock)
 
     @cached_property
     def ideal(self) -> Ideal:
@@ -399,7 +399,7 @@ class RunAnalysis:
             self.stage_work,
             world_size=self.data.world_size,
             ideal=self.reference_ideal,
-            clock=self.own_clock,
+            clock=self.op_clock,
         )
 
     @cached_property
@@ -412,21 +412,50 @@ class RunAnalysis:
         return read_probes(self.loaded.root, tuple(self.loaded.ranks))
 
     @cached_property
-    def own_clock(self) -> pl.DataFrame | None:
-        """Per (rank, step, stage, kind) own-clock factors (``tracekit.stragglers.own_clock``) on CPU
-        clocks with probes; None otherwise (GPU kernel time is already the rank's own clock)."""
+    def contention(self) -> pl.DataFrame | None:
+        """Each rank's waits for a core against the other ranks' (``own_clock.RANK_CLOCK_SCHEMA``) on
+        CPU clocks with probes; None otherwise (GPU kernel time is already the rank's own clock)."""
         if self.probes is None or self.clock is not Clock.CPU:
+            return None
+        from tracekit.stragglers.own_clock import rank_contention  # here: see the imports at the top
+
+        return rank_contention(self.probes.window, self.probes.actions)
+
+    @cached_property
+    def judged_actions(self) -> pl.DataFrame | None:
+        """The probes' actions with their share of the host's wait (``own_clock.judged_actions``);
+        None where ``contention`` is."""
+        if self.contention is None or self.probes is None:
+            return None
+        from tracekit.stragglers.own_clock import judged_actions  # here: see the imports at the top
+
+        return judged_actions(self.probes.actions, self.contention)
+
+    @cached_property
+    def own_clock(self) -> pl.DataFrame | None:
+        """Per (rank, step, stage, kind) sums of the judged actions (``own_clock.CLOCK_SCHEMA``);
+        None where ``contention`` is."""
+        if self.contention is None or self.probes is None:
             return None
         from tracekit.stragglers.own_clock import clock_factors  # here: see the imports at the top
 
-        return clock_factors(self.probes.actions, self.probes.window)
+        return clock_factors(self.probes.actions, self.probes.window, self.contention)
+
+    @cached_property
+    def op_clock(self) -> pl.DataFrame | None:
+        """Each replay op's on-CPU time and share of the host's wait (``own_clock.OP_CLOCK_SCHEMA``);
+        None where ``contention`` is, or for a case without realized actions."""
+        if self.judged_actions is None or self.replay.node_of_action is None:
+            return None
+        from tracekit.stragglers.own_clock import op_clock  # here: see the imports at the top
+
+        return op_clock(self.judged_actions, self.actions, self.replay.node_of_action)
 
     @cached_property
     def cause_inputs(self) -> CauseInputs:
         """What the straggler causes are read from (``tracekit.stragglers.causes.CauseInputs``)."""
         from tracekit.stragglers.causes import CauseInputs  # here: see the imports at the top
         from tracekit.stragglers.launch import launch_figures
-        from tracekit.stragglers.own_clock import rank_contention
 
         probes = self.probes
         clock = self.own_clock
@@ -437,9 +466,7 @@ class RunAnalysis:
             ops=self.case.ops,
             gpu_clock=gpu_clock,
             clock=clock,
-            contention=None
-            if clock is None or probes is None
-            else rank_contention(probes.window, probes.actions),
+            contention=self.contention,
             links=self.slow_links,
             nvml=None if probes is None else probes.nvml,
             launch=None if projection is None else launch_figures(projection),

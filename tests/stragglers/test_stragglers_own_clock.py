@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import given, settings
@@ -13,8 +14,18 @@ from hypothesis import strategies as st
 
 from collectors.probes import COLUMNS, PROBES_FORMAT, ProbeBuffer
 from tracekit.errors import TracekitError
-from tracekit.stragglers.own_clock import clock_factors, rank_contention
+from tracekit.analysis.realized import REALIZED_SCHEMA
+from tracekit.stragglers.own_clock import (
+    OP_CLOCK_SCHEMA,
+    clock_factors,
+    judged_actions,
+    kind_wait_rates,
+    on_own_clock,
+    op_clock,
+    rank_contention,
+)
 from tracekit.trace.probes import PROBE_SCHEMA, WINDOW_SCHEMA, read_probes
+from tracekit.whatif.case import OPS_SCHEMA
 
 
 def _probes(rows: list[tuple]) -> pl.DataFrame:
@@ -38,7 +49,6 @@ def test_a_wait_every_rank_shares_is_left_out() -> None:
     factors = clock_factors(probes, window)
 
     assert factors["shared_runq_ms"].to_list() == [6.0] * 4  # all of it, within the tolerance
-    assert factors["factor"].to_list() == pytest.approx([10 / 16] * 4)
 
 
 def test_a_rank_that_waits_longer_per_dispatch_keeps_the_excess() -> None:
@@ -52,7 +62,7 @@ def test_a_rank_that_waits_longer_per_dispatch_keeps_the_excess() -> None:
     assert contention["latency_reference_ms"].to_list() == [6.0, 2.0, 6.0]
     hogged = factors.filter(pl.col("rank") == 1).row(0, named=True)
     # 3 dispatches at 1.25 x 2 ms are the host's; the rest of its 30 ms wait is its own.
-    assert hogged["shared_runq_ms"] == 7.5 and hogged["wall_ms"] * hogged["factor"] == pytest.approx(32.5)
+    assert hogged["shared_runq_ms"] == pytest.approx(7.5)
 
 
 def test_a_wait_within_the_spread_of_a_busy_host_is_the_host_s() -> None:
@@ -100,6 +110,114 @@ def test_hogged_ranks_among_many_do_not_hide_one_another() -> None:
         assert contention["latency_allowance_ms"][hogged] < 4.0  # the other hogged rank is past the quartile
 
 
+def test_the_same_work_waiting_alike_per_ms_on_a_core_is_the_host_s() -> None:
+    # A busy host: F&B actions use up their slice and wait 5 to 6.5 ms per dispatch, far above the
+    # window's 2 to 3.5 ms (mostly short waits after wake-ups); per ms on a core, 2.5 to 4.3 alike.
+    rates = [3.9, 3.4, 4.3, 2.5]
+    probes = pl.DataFrame(
+        [(rank, 0, rank, "F&B", 0, 20.0, 4.0, 4.0 * rate, 3, 0.0, 0.0) for rank, rate in enumerate(rates)],
+        schema=PROBE_SCHEMA,
+        orient="row",
+    )
+    window = _window([(rank, latency * 100, 100) for rank, latency in enumerate([3.5, 2.3, 3.4, 1.9])])
+
+    factors = clock_factors(probes, window)
+
+    # Rank 2's per dispatch, 5.7 ms, is beyond its allowance of 4.3; per ms on a core, 4.3 is within
+    # 1.25x the others' upper quartile (3.65): all of its wait is the host's.
+    assert contention_of(window)[2] < 17.2 / 3
+    assert kind_wait_rates(probes)["wait_rate_allowance"][2] == pytest.approx(1.25 * 3.65)
+    assert factors["shared_runq_ms"].to_list() == pytest.approx(factors["runq_ms"].to_list())
+
+
+def contention_of(window: pl.DataFrame) -> list[float]:
+    return rank_contention(window)["latency_allowance_ms"].to_list()
+
+
+def test_a_hogged_rank_waits_beyond_the_others_per_ms_on_a_core_too() -> None:
+    probes = pl.DataFrame(
+        [(rank, 0, rank, "F", 0, 60.0, 4.0, 4 * rate, 3, 0.0, 0.0) for rank, rate in enumerate((1, 12, 1.2))],
+        schema=PROBE_SCHEMA,
+        orient="row",
+    )
+    window = _window([(rank, 200.0, 100) for rank in range(3)])
+
+    hogged = clock_factors(probes, window).filter(pl.col("rank") == 1).row(0, named=True)
+
+    # Per dispatch 1.25 x 2 ms x 3 = 7.5; per ms on a core 1.25 x 1.2 (upper quartile of 1, 1.2 is 1.15)...
+    assert hogged["wait_rate_allowance"] == pytest.approx(1.25 * 1.15)
+    # ... x 4 ms = 5.75: the per-dispatch allowance is the larger, and 40.5 of its 48 ms stay its own.
+    assert hogged["shared_runq_ms"] == pytest.approx(7.5)
+
+
+def test_a_kind_only_one_rank_has_is_judged_per_dispatch_alone() -> None:
+    probes = pl.DataFrame(
+        [(0, 0, 0, "I", 0, 20.0, 4.0, 12.0, 2, 0.0, 0.0), (1, 0, 1, "F", 0, 20.0, 4.0, 12.0, 2, 0.0, 0.0)],
+        schema=PROBE_SCHEMA,
+        orient="row",
+    )
+
+    factors = clock_factors(probes, _window([(0, 200.0, 100), (1, 200.0, 100)]))
+
+    assert factors["wait_rate_allowance"].to_list() == [None, None]
+    assert factors["shared_runq_ms"].to_list() == pytest.approx([5.0, 5.0])  # 1.25 x 2 ms x 2 dispatches
+
+
+def test_a_rank_whose_kind_waits_within_its_allowance_keeps_none_of_it_however_it_falls() -> None:
+    # Rank 0's two forwards wait 2 and 10 ms for 4 dispatches each: 1.5 ms per dispatch over the kind,
+    # within 1.25 x 2 ms, though the second alone is 2.5 ms per dispatch.
+    rows = [(0, 0, 0, "F", 0, 20.0, 5.0, 2.0, 4, 0.0, 0.0), (0, 1, 0, "F", 0, 20.0, 5.0, 10.0, 4, 0.0, 0.0),
+            (1, 0, 1, "F", 0, 20.0, 5.0, 8.0, 4, 0.0, 0.0), (1, 1, 1, "F", 0, 20.0, 5.0, 8.0, 4, 0.0, 0.0)]
+    probes = pl.DataFrame(rows, schema=PROBE_SCHEMA, orient="row")
+
+    factors = clock_factors(probes, _window([(0, 200.0, 100), (1, 200.0, 100)]))
+
+    assert factors["shared_runq_ms"].to_list() == pytest.approx([2.0, 10.0, 8.0, 8.0])
+
+
+def _ops(durations: list[float], compute: bool = True, kind: str = "F") -> pl.DataFrame:
+    return pl.DataFrame(
+        [(0, 0, 0, 0, 0, 0, 0, kind, kind, "median", compute, "first", ms, 0.0) for ms in durations],
+        schema=OPS_SCHEMA,
+        orient="row",
+    )
+
+
+def _op_clock(rows: list[tuple[int, float, float]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=OP_CLOCK_SCHEMA, orient="row")
+
+
+def test_the_host_s_wait_comes_out_of_the_compute_op_down_to_its_time_on_a_core() -> None:
+    # Three actions: 12 ms of the host's wait in a 15 ms op with 4 on a core; 5 of it in a 20 ms op
+    # (11 ms stay: a sleep inside); and a transfer, which keeps its time.
+    ops = pl.concat([_ops([15.0, 20.0]), _ops([15.0], compute=False)])
+
+    judged = on_own_clock(ops, _op_clock([(0, 4.0, 12.0), (1, 4.0, 5.0), (2, 0.0, 9.0)]))
+
+    assert judged["duration_ms"].to_list() == pytest.approx([4.0, 15.0, 15.0])
+
+
+def test_each_op_takes_its_own_action_s_share_of_the_host_s_wait() -> None:
+    # Rank 0: two forwards on stage 0, micro-batches 0 and 1, and an overlapped pair (stage 1's forward of
+    # micro-batch 2 with its backward of micro-batch 0), whose probe is its forward half's, kind F&B.
+    actions = pl.DataFrame(
+        [(0, 0, 0, 0, "F", 0, 0, 1, False, "t"), (0, 0, 0, 0, "F", 1, 1, 2, False, "t"),
+         (0, 0, 0, 1, "F", 2, 2, 3, True, "t"), (0, 0, 0, 1, "B", 0, 2, 3, True, "t")],
+        schema=REALIZED_SCHEMA, orient="row",
+    )  # fmt: skip
+    probes = pl.DataFrame(
+        [(0, 0, 0, "F", 0, 10.0, 2.0, 8.0, 2, 0.0, 0.0), (0, 0, 0, "F", 1, 4.0, 2.0, 2.0, 2, 0.0, 0.0),
+         (0, 0, 1, "F&B", 2, 9.0, 3.0, 6.0, 3, 0.0, 0.0)],
+        schema=PROBE_SCHEMA, orient="row",
+    )  # fmt: skip
+    judged = judged_actions(probes, rank_contention(_window([(0, 1000.0, 100)]), probes))
+
+    clock = op_clock(judged, actions, np.array([0, 1, 2, 2]))
+
+    # One rank alone: its own 10 ms per dispatch times the tolerance covers every wait.
+    assert clock.rows() == [(0, 2.0, 8.0), (1, 2.0, 2.0), (2, 3.0, 6.0)]
+
+
 @settings(max_examples=50, deadline=None)
 @given(
     st.lists(
@@ -111,7 +229,7 @@ def test_the_judged_time_lies_between_the_own_time_and_the_wall(actions, windows
     rows = [(rank, wall, wall * cpu * (1 - queue), wall * queue, n) for rank, (wall, cpu, queue, n) in enumerate(actions)]
     factors = clock_factors(_probes(rows), _window([(rank, *window) for rank, window in enumerate(windows)]))
 
-    judged = factors["wall_ms"] * factors["factor"]
+    judged = factors["wall_ms"] - factors["shared_runq_ms"]
     assert ((judged <= factors["wall_ms"] + 1e-9) & (judged >= factors["wall_ms"] - factors["runq_ms"] - 1e-9)).all()
 
 
@@ -131,16 +249,28 @@ def test_a_python_thread_waiting_for_a_core_while_the_action_is_blocked_is_waiti
 def test_an_action_never_put_back_on_a_core_waited_for_one_and_keeps_that_wait() -> None:
     # Rank 0: an action with 3 ms on a core in 33 ms and no dispatch counted (a busy process ran in
     # between, uncounted), and one dispatched twice; rank 1 was dispatched once, so its 10 ms off a
-    # core beyond its counted wait may be a sleep.
-    probes = _probes([(0, 33.0, 3.0, 0.0, 0), (0, 10.0, 5.0, 2.0, 2), (1, 33.0, 3.0, 20.0, 1)])
+    # core beyond its counted wait may be a sleep. Rank 2 waited 1 ms per ms on a core.
+    probes = _probes(
+        [(0, 33.0, 3.0, 0.0, 0), (0, 10.0, 5.0, 2.0, 2), (1, 33.0, 3.0, 20.0, 1), (2, 20.0, 8.0, 8.0, 4)]
+    )
 
-    factors = clock_factors(probes, _window([(0, 10.0, 10), (1, 10.0, 10)]))
+    factors = clock_factors(probes, _window([(0, 10.0, 10), (1, 10.0, 10), (2, 10.0, 10)]))
 
-    assert factors["runq_ms"].to_list() == [32.0, 20.0]
-    # The uncounted 30 ms, against rank 1's none lost that way: none of it is the host's, so the
-    # judged time keeps it.
-    assert factors["shared_runq_ms"].to_list() == [2.0, 1.25]
-    assert factors["factor"].to_list() == pytest.approx([41 / 43, 31.75 / 33])
+    assert factors["runq_ms"].to_list() == [32.0, 20.0, 8.0]
+    # Rank 0 waited 4 ms per ms on a core, the others 6.7 and 1: its allowance, 1.25 x 5.25 per ms on a
+    # core (their upper quartile), covers its 32 ms. Rank 1's, 1.25 x 3.25, covers 12.2 of its 20.
+    assert kind_wait_rates(probes)["wait_rate"].to_list() == pytest.approx([4.0, 20 / 3, 1.0])
+    assert factors["shared_runq_ms"].to_list() == pytest.approx([32.0, 1.25 * 3.25 * 3, 8.0])
+
+
+def test_an_action_never_put_back_on_a_core_beside_peers_that_lost_none_keeps_its_wait() -> None:
+    # Rank 0 lost 30 ms uncounted in 3 ms on a core; its peers waited 1 ms per ms on a core.
+    probes = _probes([(0, 33.0, 3.0, 0.0, 0), (1, 20.0, 8.0, 8.0, 4), (2, 20.0, 8.0, 8.0, 4)])
+
+    factors = clock_factors(probes, _window([(0, 10.0, 10), (1, 10.0, 10), (2, 10.0, 10)]))
+
+    assert factors["runq_ms"].to_list() == [30.0, 8.0, 8.0]
+    assert factors["shared_runq_ms"][0] == pytest.approx(1.25 * 1.0 * 3.0)
 
 
 def test_the_collector_writes_what_the_reader_reads(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ naming what it waits on. Definitions (``CAUSES``, quoted by every output):
 
 - ``compute``: its own work is slower: on-CPU time beyond its reference (CPU runs, GC excluded), or
   GPU kernel time (GPU runs, where the clock is the kernels').
-- ``contended``: ready but not running: run-queue wait beyond what its dispatches would have waited
-  on the other ranks (their wait per dispatch, ``own_clock``): one hog beside it, a busier core.
+- ``contended``: ready but not running: run-queue wait beyond what the other ranks would have
+  waited for the same dispatches or the same work (``own_clock``): one hog beside it, a busier core.
 - ``blocked``: neither on a core nor waiting for one (wall - on-CPU - run-queue): sleep, I/O,
   locks, page faults. The run-queue wait is ``own_clock.waiting_ms``'s: an action whose thread was
   never put back on a core did not sleep, so its time off one is run-queue wait
@@ -27,9 +27,10 @@ rest, on-CPU, blocked and run-queue wait (GC pauses are wall time; the run-queue
 inside them are taken in the whole actions' proportions, so the four parts add up to the wall). Its reference's split is the median split of the other ranks (each
 part per ms of their own time) scaled to the rank's reference time (``reference_ms`` of its judged
 kinds, ``scoring``); its run-queue reference is the other ranks' wait per dispatch times its
-actions' dispatches (``shared_runq_ms``). Each part's excess over its reference, clipped at 0, divided by their sum, is that cause's
-share; ``price_ms`` is share x the rank's saving. Causes explaining less than ``MIN_SHARE`` are left
-out (one is always kept).
+actions' dispatches, or their wait per ms on a core in the same kinds times its on-CPU time,
+whichever is larger (``shared_runq_ms``). Each part's excess over its reference, clipped at 0,
+divided by their sum, is that cause's share; ``price_ms`` is share x the rank's saving. Causes
+explaining less than ``MIN_SHARE`` are left out (one is always kept).
 
 Shares (GPU runs): the rank's excess GPU time per step (own less reference) is, first, its launch
 wait beyond the other ranks' launch wait per ms of their actions at its reference time
@@ -76,7 +77,8 @@ from tracekit.stragglers.throttle import clock_deficit
 
 CAUSES: dict[str, str] = {
     "compute": "its own work is slower on its own clock (on-CPU time, GC excluded; GPU kernel time on GPU runs)",
-    "contended": "ready but not running: run-queue wait per dispatch beyond the other ranks' (a hog beside it)",
+    "contended": "ready but not running: run-queue wait beyond the other ranks' for the same dispatches or "
+    "work (a hog beside it)",
     "blocked": "neither on a core nor waiting for one (wall - on-CPU - run queue): sleep, I/O, locks, page faults",
     "gc": "Python garbage-collection pauses inside its actions",
     "launch-bound": "GPU idle inside its actions waiting for its CPU to launch the next kernel, beyond the "
@@ -205,7 +207,8 @@ def _probed_causes(inputs: CauseInputs, rank: int, saving_ms: float) -> list[dic
         "contended": lambda: f"{actual['contended']:.1f} ms per step waiting for a core: "
         f"{contention['latency_ms']:.2f} ms per dispatch against {contention['latency_reference_ms']:.2f} ms "
         f"on the other ranks (up to {contention['latency_allowance_ms']:.2f} ms counted as the host's)"
-        + _uncounted_evidence(contention),
+        + _uncounted_evidence(contention)
+        + _per_core_ms_evidence(clock.filter(pl.col("rank") == rank)),
     }
     rows = [
         _row("rank", rank, cause, evidence[cause](), share=value / total, price_ms=value / total * saving_ms,
@@ -224,6 +227,18 @@ def _uncounted_evidence(contention: dict) -> str:
         f"; uncounted, {rate:.2f} ms per ms on a core in undispatched actions (up to {allowance:.2f} "
         "counted as the host's)"
     )
+
+
+def _per_core_ms_evidence(clock: pl.DataFrame) -> str:
+    """The contended evidence's part on the wait per ms on a core, over a rank's ``clock`` rows
+    (``own_clock.CLOCK_SCHEMA``), against its allowance from the other ranks' same kinds."""
+    allowed = clock.filter(pl.col("wait_rate_allowance").is_not_null())
+    on_core = float(allowed["cpu_ms"].sum())
+    if on_core <= 0:
+        return ""
+    rate = float(allowed["runq_ms"].sum()) / on_core
+    allowance = float((allowed["wait_rate_allowance"] * allowed["cpu_ms"]).sum()) / on_core
+    return f"; {rate:.2f} ms per ms on a core (up to {allowance:.2f} counted as the host's, from its peers)"
 
 
 def _keep(rows: list[dict]) -> list[dict]:
