@@ -143,14 +143,16 @@ PER_MS_ON_A_CORE = (
     "wait longer than the capture window's average, and most on the ranks that compute most; per ms on a "
     "core, the same work waits about alike on every rank of a fairly shared host"
 )
-"""Why a kind's counted wait is also judged per ms on a core against the other ranks' same kind.
+"""Why a kind's wait for a core, counted or not, is also judged per ms on a core against the other
+ranks' same kind.
 
 Measured on this 2-core VM at load 10 to 12 (six busy processes, a clean 4-rank DualPipeV
 capture): the F&B actions, 1.1 to 1.4 ms on a core each, waited 4.7 to 6.5 ms per dispatch on
-every rank against window averages of 1.85 to 3.49; per ms on a core, 2.5 to 4.3 ms on the four
-ranks. Judged per dispatch alone, one rank's F&B kept 3x its peers' time and was flagged; judged
-per ms on a core too, none is. A rank beside a busy process pinned to its core waits 10.7 to 14.4
-ms per ms on a core against its peers' 0.7 to 2.4 (``UNCOUNTED_WAIT``): still far beyond."""
+every rank against window averages of 1.85 to 3.49; per ms on a core, 3.1 to 5.1 ms on the four
+ranks (the highest against an allowance of 4.8 from the others). Judged per dispatch alone, one
+rank's F&B kept 3x its peers' time and was flagged; judged per ms on a core too, none is. The
+hogged rank of each of six captures with a busy process pinned beside it waited 9.7 ms per ms on
+a core in its judged kinds, against 2.6 allowed from its peers (ZB-V rank 3): still far beyond."""
 
 
 ALL_ACTIONS_OF_A_KIND = (
@@ -162,8 +164,9 @@ ALL_ACTIONS_OF_A_KIND = (
 """Why the allowances apply to a rank's whole kind, not to each (step, stage) of it.
 
 Measured on this 2-core VM at load 10 to 12 (a clean 4-rank DualPipeV capture): one rank's F&B
-waited 3.3 ms per ms on a core in one (step, stage) and 6.6 in another, 4.3 over the kind against
-an allowance of 4.6; judged group by group it kept 8.5 ms of its wait and was flagged."""
+waited 3.6 to 6.6 ms per ms on a core from one (step, stage) to another, 5.1 over the kind against
+an allowance of 4.8 from the other ranks; judged one (step, stage) at a time (counted waits alone),
+it kept 8.5 ms of its wait and was flagged."""
 
 
 READY_IN_COMPUTE = (
@@ -171,13 +174,15 @@ READY_IN_COMPUTE = (
     "it waits on a transfer it sleeps, off the run queue. So the wait counted as the host's is taken out "
     "of an action's compute ops first, never below their time on a core"
 )
-"""Why the host's wait comes out of the compute ops before the rest of the action.
+"""Why the host's wait comes out of each compute op before the rest of its action.
 
-Measured on this 2-core VM at load 10 to 12 (a clean 4-rank DualPipeV capture): one rank's F&B
-compute ops took 92.7 ms for 18.7 ms on a core and held 74 of its 81 ms of counted wait; its peers'
-held 14 to 40 ms of their 37 to 57, the rest falling in their transfers' wake-ups. Scaled in
-proportion to the whole action instead, the first kept twice its peers' time per op and was
-flagged."""
+Measured on this 2-core VM at load 10 to 12 (clean 4-rank captures): in one DualPipeV capture one
+rank's F&B compute ops took 92.7 ms for 18.7 ms on a core and held 74 of its 81 ms of counted
+wait; its peers' held 14 to 40 ms of their 37 to 57, the rest falling in their transfers'
+wake-ups. Scaled in proportion to the whole action instead, the first kept twice its peers' time
+per op and was flagged. In an interleaved 1F1B capture the ops of one (step, stage) ranged from
+0.18 to 14 ms for about 1 ms on a core each: one factor for them all left a rank's median B at 2.5x
+its peers' (flagged); op by op, at 1.35x (not flagged)."""
 
 
 JUDGED_CLOCK = (
