@@ -31,11 +31,13 @@ from tracekit.whatif.case import OPS_SCHEMA
 
 def _probes(rows: list[tuple]) -> pl.DataFrame:
     """rank, wall, cpu, runq, dispatches -> PROBE_SCHEMA rows (step 0, stage = rank, F, gc 0)."""
-    return pl.DataFrame(
-        [(rank, 0, rank, "F", 0, wall, cpu, runq, dispatches, 0.0, 0.0) for rank, wall, cpu, runq, dispatches in rows],
-        schema=PROBE_SCHEMA,
-        orient="row",
-    )
+    return _probe_rows([(rank, 0, rank, "F", 0, *values, 0.0, 0.0) for rank, *values in rows])
+
+
+def _probe_rows(rows: list[tuple]) -> pl.DataFrame:
+    """Whole PROBE_SCHEMA rows (rank, step, stage, kind, microbatch, wall, cpu, runq, dispatches, gc,
+    peer runq)."""
+    return pl.DataFrame(rows, schema=PROBE_SCHEMA, orient="row")
 
 
 def _window(rows: list[tuple[int, float, int]]) -> pl.DataFrame:
@@ -117,10 +119,8 @@ def test_the_same_work_waiting_alike_per_ms_on_a_core_is_the_host_s() -> None:
     # A busy host: F&B actions use up their slice and wait 5 to 6.5 ms per dispatch, far above the
     # window's 2 to 3.5 ms (mostly short waits after wake-ups); per ms on a core, 2.5 to 4.3 alike.
     rates = [3.9, 3.4, 4.3, 2.5]
-    probes = pl.DataFrame(
-        [(rank, 0, rank, "F&B", 0, 20.0, 4.0, 4.0 * rate, 3, 0.0, 0.0) for rank, rate in enumerate(rates)],
-        schema=PROBE_SCHEMA,
-        orient="row",
+    probes = _probe_rows(
+        [(rank, 0, rank, "F&B", 0, 20.0, 4.0, 4.0 * rate, 3, 0.0, 0.0) for rank, rate in enumerate(rates)]
     )
     window = _window([(rank, latency * 100, 100) for rank, latency in enumerate([3.5, 2.3, 3.4, 1.9])])
 
@@ -138,10 +138,8 @@ def contention_of(window: pl.DataFrame) -> list[float]:
 
 
 def test_a_hogged_rank_waits_beyond_the_others_per_ms_on_a_core_too() -> None:
-    probes = pl.DataFrame(
-        [(rank, 0, rank, "F", 0, 60.0, 4.0, 4 * rate, 3, 0.0, 0.0) for rank, rate in enumerate((1, 12, 1.2))],
-        schema=PROBE_SCHEMA,
-        orient="row",
+    probes = _probe_rows(
+        [(rank, 0, rank, "F", 0, 60.0, 4.0, 4 * rate, 3, 0.0, 0.0) for rank, rate in enumerate((1, 12, 1.2))]
     )
     window = _window([(rank, 200.0, 100) for rank in range(3)])
 
@@ -154,10 +152,8 @@ def test_a_hogged_rank_waits_beyond_the_others_per_ms_on_a_core_too() -> None:
 
 
 def test_a_kind_only_one_rank_has_is_judged_per_dispatch_alone() -> None:
-    probes = pl.DataFrame(
-        [(0, 0, 0, "I", 0, 20.0, 4.0, 12.0, 2, 0.0, 0.0), (1, 0, 1, "F", 0, 20.0, 4.0, 12.0, 2, 0.0, 0.0)],
-        schema=PROBE_SCHEMA,
-        orient="row",
+    probes = _probe_rows(
+        [(0, 0, 0, "I", 0, 20.0, 4.0, 12.0, 2, 0.0, 0.0), (1, 0, 1, "F", 0, 20.0, 4.0, 12.0, 2, 0.0, 0.0)]
     )
 
     factors = clock_factors(probes, _window([(0, 200.0, 100), (1, 200.0, 100)]))
@@ -171,7 +167,7 @@ def test_a_rank_whose_kind_waits_within_its_allowance_keeps_none_of_it_however_i
     # within 1.25 x 2 ms, though the second alone is 2.5 ms per dispatch.
     rows = [(0, 0, 0, "F", 0, 20.0, 5.0, 2.0, 4, 0.0, 0.0), (0, 1, 0, "F", 0, 20.0, 5.0, 10.0, 4, 0.0, 0.0),
             (1, 0, 1, "F", 0, 20.0, 5.0, 8.0, 4, 0.0, 0.0), (1, 1, 1, "F", 0, 20.0, 5.0, 8.0, 4, 0.0, 0.0)]
-    probes = pl.DataFrame(rows, schema=PROBE_SCHEMA, orient="row")
+    probes = _probe_rows(rows)
 
     factors = clock_factors(probes, _window([(0, 200.0, 100), (1, 200.0, 100)]))
 
@@ -208,10 +204,9 @@ def test_each_op_takes_its_own_action_s_share_of_the_host_s_wait() -> None:
          (0, 0, 0, 1, "F", 2, 2, 3, True, "t"), (0, 0, 0, 1, "B", 0, 2, 3, True, "t")],
         schema=REALIZED_SCHEMA, orient="row",
     )  # fmt: skip
-    probes = pl.DataFrame(
+    probes = _probe_rows(
         [(0, 0, 0, "F", 0, 10.0, 2.0, 8.0, 2, 0.0, 0.0), (0, 0, 0, "F", 1, 4.0, 2.0, 2.0, 2, 0.0, 0.0),
-         (0, 0, 1, "F&B", 2, 9.0, 3.0, 6.0, 3, 0.0, 0.0)],
-        schema=PROBE_SCHEMA, orient="row",
+         (0, 0, 1, "F&B", 2, 9.0, 3.0, 6.0, 3, 0.0, 0.0)]
     )  # fmt: skip
     judged = judged_actions(probes, rank_contention(_window([(0, 1000.0, 100)]), probes))
 
@@ -237,10 +232,8 @@ def test_the_judged_time_lies_between_the_own_time_and_the_wall(actions, windows
 
 
 def test_a_python_thread_waiting_for_a_core_while_the_action_is_blocked_is_waiting() -> None:
-    probes = pl.DataFrame(
-        [(0, 0, 0, "F", 0, 20.0, 5.0, 1.0, 1, 0.0, 30.0), (1, 0, 1, "F", 0, 20.0, 5.0, 1.0, 1, 0.0, 4.0)],
-        schema=PROBE_SCHEMA,
-        orient="row",
+    probes = _probe_rows(
+        [(0, 0, 0, "F", 0, 20.0, 5.0, 1.0, 1, 0.0, 30.0), (1, 0, 1, "F", 0, 20.0, 5.0, 1.0, 1, 0.0, 4.0)]
     )
 
     factors = clock_factors(probes, _window([(0, 1.0, 1), (1, 1.0, 1)]))
