@@ -56,7 +56,8 @@ wait beyond the other ranks' launch wait per ms of their actions at its referenc
 
 What it cannot see: work on threads other than the one that runs the action (a data loader, a
 CUDA launch thread's wait), which kernel is slow inside a GPU action, on CPU runs whether
-on-CPU time is slow because of a slower core or more work (both are ``compute``), why a CPU
+on-CPU time is slow because of a slower core, a busy host that slows the compute itself (a thread
+preempted often) or more work (all are ``compute``), why a CPU
 launched slowly (Python overhead, a busy core: ``launch-bound`` either way), GPU idle inside an
 action whose next kernel was already launched (a stream waiting on an event: ``compute``), and a
 clock that dropped between NVML samples.
