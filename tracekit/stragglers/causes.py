@@ -239,7 +239,10 @@ def _per_core_ms_evidence(clock: pl.DataFrame) -> str:
         return ""
     rate = float(allowed["runq_ms"].sum()) / on_core
     allowance = float((allowed["wait_rate_allowance"] * allowed["cpu_ms"]).sum()) / on_core
-    return f"; {rate:.2f} ms per ms on a core (up to {allowance:.2f} counted as the host's, from its peers)"
+    return (
+        f"; {rate:.2f} ms per ms on a core in its judged actions (up to {allowance:.2f} counted as the "
+        "host's, from the same kinds on its peers)"
+    )
 
 
 def _keep(rows: list[dict]) -> list[dict]:
