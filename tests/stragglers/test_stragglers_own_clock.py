@@ -151,15 +151,34 @@ def test_a_hogged_rank_waits_beyond_the_others_per_ms_on_a_core_too() -> None:
     assert hogged["shared_runq_ms"] == pytest.approx(9.2)
 
 
-def test_a_kind_only_one_rank_has_is_judged_per_dispatch_alone() -> None:
+def test_a_kind_only_one_rank_has_is_judged_against_the_others_busiest_kind() -> None:
     probes = _probe_rows(
-        [(0, 0, 0, "I", 0, 20.0, 4.0, 12.0, 2, 0.0, 0.0), (1, 0, 1, "F", 0, 20.0, 4.0, 12.0, 2, 0.0, 0.0)]
+        [(0, 0, 0, "I", 0, 20.0, 4.0, 12.0, 2, 0.0, 0.0), (1, 0, 1, "F", 0, 20.0, 4.0, 4.0, 2, 0.0, 0.0)]
     )
 
     factors = clock_factors(probes, _window([(0, 200.0, 100), (1, 200.0, 100)]))
 
-    assert factors["wait_rate_allowance"].to_list() == [None, None]
-    assert factors["shared_runq_ms"].to_list() == pytest.approx([5.0, 5.0])  # 1.25 x 2 ms x 2 dispatches
+    # Rank 0's I against rank 1's busiest kind (F, 1 ms per ms on a core): 2 x 1 x 4 ms = 8 of its 12;
+    # rank 1's F against rank 0's I (3 per ms): all of its 4.
+    assert factors["wait_rate_allowance"].to_list() == pytest.approx([RATE_TOLERANCE * 1, RATE_TOLERANCE * 3])
+    assert factors["shared_runq_ms"].to_list() == pytest.approx([8.0, 4.0])
+
+
+def test_a_kind_run_back_to_back_is_allowed_what_the_others_waited_in_their_busiest_kind() -> None:
+    # 1F1B at load 11: the last stage runs each forward straight into its backward and its backwards
+    # wait 13 ms per ms on a core; the other stages' backwards follow a sleep (0.1 to 1 ms per ms),
+    # their warm-up forwards run back to back (3 to 10 ms per ms).
+    rows = [(3, 0, 3, "B", 0, 150.0, 10.0, 130.0, 1, 0.0, 0.0), (3, 0, 3, "F", 0, 8.0, 8.0, 0.0, 0, 0.0, 0.0)]
+    for rank, backward, forward in ((0, 0.1, 10.0), (1, 1.0, 3.0), (2, 0.7, 6.0)):
+        rows += [(rank, 0, rank, "B", 0, 20.0, 10.0, 10.0 * backward, 1, 0.0, 0.0),
+                 (rank, 0, rank, "F", 0, 70.0, 6.0, 6.0 * forward, 1, 0.0, 0.0)]  # fmt: skip
+
+    factors = clock_factors(_probe_rows(rows), _window([(rank, 400.0, 100) for rank in range(4)]))
+
+    last = factors.filter((pl.col("rank") == 3) & (pl.col("kind") == "B")).row(0, named=True)
+    # The others' busiest kinds: 10, 3 and 6 ms per ms on a core; 2 x their upper quartile, 8, x 10 ms.
+    assert last["wait_rate_allowance"] == pytest.approx(RATE_TOLERANCE * 8.0)
+    assert last["shared_runq_ms"] == pytest.approx(130.0)
 
 
 def test_a_rank_whose_kind_waits_within_its_allowance_keeps_none_of_it_however_it_falls() -> None:
