@@ -215,7 +215,8 @@ its peers' (flagged); op by op, at 1.35x (not flagged)."""
 JUDGED_CLOCK = (
     "own clock: each compute op less its wait for a core that the other ranks had too, never below its time "
     f"on a core (up to {WAIT_TOLERANCE}x the upper quartile of their wait per dispatch over the window, or "
-    f"{RATE_TOLERANCE}x that of their wait per ms on a core in the same kind of action, whichever allows more)"
+    f"{RATE_TOLERANCE}x that of their wait per ms on a core in the same kind of action or their busiest "
+    "kind, whichever allows more)"
 )
 """The one sentence every output quotes for the clock compute is judged on when probes exist."""
 
