@@ -435,11 +435,11 @@ class RunAnalysis:
     def own_clock(self) -> pl.DataFrame | None:
         """Per (rank, step, stage, kind) sums of the judged actions (``own_clock.CLOCK_SCHEMA``);
         None where ``contention`` is."""
-        if self.contention is None or self.probes is None:
+        if self.judged_actions is None:
             return None
-        from tracekit.stragglers.own_clock import clock_factors  # here: see the imports at the top
+        from tracekit.stragglers.own_clock import clock_sums  # here: see the imports at the top
 
-        return clock_factors(self.probes.actions, self.probes.window, self.contention)
+        return clock_sums(self.judged_actions)
 
     @cached_property
     def op_clock(self) -> pl.DataFrame | None:

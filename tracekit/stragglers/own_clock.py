@@ -222,12 +222,11 @@ JUDGED_CLOCK = (
 
 
 def _beside_the_others(
-    values: list[float | None], own_when_alone: bool = True, tolerance: float | None = None
+    values: list[float | None], own_when_alone: bool = True, tolerance: float = WAIT_TOLERANCE
 ) -> tuple[list[float | None], list[float | None]]:
-    """Per rank: (the other ranks' median, ``tolerance`` (``WAIT_TOLERANCE``) times their upper
-    quartile) of ``values``; where no other rank has one, the rank's own value (times the
-    tolerance), or None when not ``own_when_alone``."""
-    tolerance = WAIT_TOLERANCE if tolerance is None else tolerance
+    """Per rank: (the other ranks' median, ``tolerance`` times their upper quartile) of ``values``;
+    where no other rank has one, the rank's own value (times the tolerance), or None when not
+    ``own_when_alone``."""
     references: list[float | None] = []
     allowances: list[float | None] = []
     for index, value in enumerate(values):
@@ -373,7 +372,7 @@ def _host_allowance() -> pl.Expr:
     """Per action, over its rank's actions of its kind: the wait for a core counted as the host's,
     whichever of two judgements allows more (``PER_MS_ON_A_CORE``): per dispatch for the counted
     wait and per ms on a core for the uncounted (against the rank's allowances over the window), or
-    all of it per ms on a core (against the other ranks' same kind)."""
+    all of it per ms on a core (``wait_rate_allowance``: the other ranks' same or busiest kind)."""
 
     def kind_sum(name: str) -> pl.Expr:
         return pl.col(name).sum().over(_KIND_OF_RANK)
@@ -389,18 +388,16 @@ def _host_allowance() -> pl.Expr:
     return pl.max_horizontal(by_dispatch, by_work)
 
 
-def clock_factors(
-    probes: pl.DataFrame, window: pl.DataFrame, contention: pl.DataFrame | None = None
-) -> pl.DataFrame:
-    """``CLOCK_SCHEMA``: per (rank, step, stage, kind), the sums of its ``judged_actions``.
+def clock_factors(probes: pl.DataFrame, window: pl.DataFrame) -> pl.DataFrame:
+    """``CLOCK_SCHEMA`` of ``probes`` and their capture ``window``: ``clock_sums`` of their
+    ``judged_actions`` against ``rank_contention``."""
+    return clock_sums(judged_actions(probes, rank_contention(window, probes)))
 
-    ``contention``: ``rank_contention(window, probes)`` where the caller has it already.
-    """
-    if contention is None:
-        contention = rank_contention(window, probes)
+
+def clock_sums(judged: pl.DataFrame) -> pl.DataFrame:
+    """``CLOCK_SCHEMA``: per (rank, step, stage, kind), the sums of ``judged`` (``judged_actions``)."""
     return (
-        judged_actions(probes, contention)
-        .group_by(CLOCK_KEY)
+        judged.group_by(CLOCK_KEY)
         .agg(
             pl.len().cast(pl.Int64()).alias("actions"),
             *(pl.col(name).sum() for name in ("wall_ms", "cpu_ms", "counted_ms", "uncounted_ms", "gc_ms")),
