@@ -117,5 +117,37 @@ def test_the_offset_and_the_windowed_merge_agree(by: list[str], monkeypatch: pyt
     windowed = merge_spans(frame, by)
 
     assert merged.equals(windowed)
+    assert merged.equals(merged.sort([*by, "start_ns"]))  # by group, nulls first, then by start
     # [0, 8], [20, 23] and [30, 30] in each group
     assert merged.height == 3 * (frame.select(by).n_unique() if by else 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from([0, 1, None]),
+            st.sampled_from(["x", "y", None]),
+            st.integers(0, 40),
+            st.integers(0, 9),
+        ),
+        max_size=14,
+    )
+)
+def test_spans_of_several_keys_merge_per_key_in_key_order(rows) -> None:
+    """Several ``by`` columns, nulls among them: each key's own union, the keys in sort order."""
+    frame = pl.DataFrame(
+        [(g, s, start, start + length) for g, s, start, length in rows],
+        schema={"group": pl.Int64(), "stream": pl.String(), "start_ns": pl.Int64(), "end_ns": pl.Int64()},
+        orient="row",
+    )
+
+    merged = merge_spans(frame, ["group", "stream"])
+
+    assert merged.equals(merged.sort("group", "stream", "start_ns"))
+    for key in {(g, s) for g, s, _, _ in rows}:
+        own = [(start, start + length) for g, s, start, length in rows if (g, s) == key]
+        found = [(start, end) for g, s, start, end in merged.iter_rows() if (g, s) == key]
+        points = {t for start, end in own for t in range(start, end)}
+        assert {t for start, end in found for t in range(start, end)} == points
+        assert all(end < next_start for (_, end), (next_start, _) in zip(found, found[1:]))

@@ -18,29 +18,25 @@ def merge_spans(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
     Returns columns ``by`` + ``start_ns``, ``end_ns``, sorted; an empty input gives an empty frame.
 
-    Sorted by start, then stably by group; then one running maximum of the ends over the whole frame:
-    each group's times are moved past the previous group's (``group index * width`` of the times), so
-    the running maximum starts afresh in each group without a window per group, and a merged span's
-    end is the running maximum on its last row. Where those offsets would pass ``_OFFSET_LIMIT``, a
-    windowed running maximum per group does the same.
+    Sorted by group, then start (``_grouped``); then one running maximum of the ends over the whole
+    frame: each group's times are moved past the previous group's (``group index * width`` of the
+    times), so the running maximum starts afresh in each group without a window per group, and a
+    merged span's end is the running maximum on its last row. Where those offsets would pass
+    ``_OFFSET_LIMIT``, a windowed running maximum per group does the same.
     """
-    ordered = _sorted_by(spans.select(*by, "start_ns", "end_ns"), by, "start_ns")
+    ordered = _grouped(spans.select(*by, "start_ns", "end_ns"), by, "start_ns")
     if ordered.is_empty():
-        return ordered
+        return ordered.drop("_group")
     low, high = ordered["start_ns"].min(), ordered["end_ns"].max()
     width = max(int(high) - int(low), 0) + 1  # type: ignore[arg-type]
     if width * ordered.height >= _OFFSET_LIMIT:
-        return _merge_spans_windowed(ordered, by)
-    new_group = pl.lit(False)
-    for column in by:
-        new_group = new_group | pl.col(column).ne_missing(pl.col(column).shift(1))
-    offset = (new_group.cast(pl.Int64()).cum_sum() - 1) * width - low if by else pl.lit(-low, pl.Int64())
-    opens = new_group | (pl.col("start_ns") + pl.col("_offset") > pl.col("_reach").shift(1)).fill_null(True)
+        return _merge_spans_windowed(ordered.drop("_group"), by)
+    opens = (pl.col("start_ns") + pl.col("_offset") > pl.col("_reach").shift(1)).fill_null(True)
     closes = pl.col("_opens").shift(-1, fill_value=True)
     reach = pl.col("_reach") - pl.col("_offset")
     return (
         ordered.lazy()
-        .with_columns(offset.alias("_offset"))
+        .with_columns((pl.col("_group") * width - low).alias("_offset"))
         .with_columns((pl.col("end_ns") + pl.col("_offset")).cum_max().alias("_reach"))
         .with_columns(opens.alias("_opens"))
         .filter(pl.col("_opens") | closes)  # each merged span's first and last rows (one row when alone)
@@ -51,9 +47,31 @@ def merge_spans(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     )
 
 
+def _grouped(frame: pl.DataFrame, by: list[str], at: str) -> pl.DataFrame:
+    """``frame`` sorted by ``by`` (nulls first), then ``at``, with ``_group``: each row's group's
+    index in that order (Int64, from 0).
+
+    By ``at``, then stably by group: half the CPU of one sort on both keys, whose rows polars
+    encodes first. Several ``by`` columns are first ranked together into one integer (a dense rank
+    of their struct orders as the columns do), which sorts in half the time of the columns themselves.
+    """
+    ordered = frame.sort(at)
+    if not by:
+        return ordered.with_columns(pl.lit(0, pl.Int64()).alias("_group"))
+    if len(by) > 1:
+        ranked = ordered.with_columns((pl.struct(by).rank("dense").cast(pl.Int64()) - 1).alias("_group"))
+        return ranked.sort("_group", maintain_order=True)
+    (column,) = by
+    change = pl.col(column).ne_missing(pl.col(column).shift(1)).fill_null(True)
+    return ordered.sort(column, maintain_order=True).with_columns(
+        (change.cast(pl.Int64()).cum_sum() - 1).alias("_group")
+    )
+
+
 def _sorted_by(frame: pl.DataFrame, by: list[str], at: str) -> pl.DataFrame:
-    """``frame`` sorted by ``by``, then ``at``: by ``at``, then stably by group (half the CPU of one sort
-    on both keys, whose rows polars encodes first)."""
+    """``frame`` sorted by ``by`` (nulls first), then ``at`` (``_grouped`` without its index)."""
+    if len(by) > 1:
+        return _grouped(frame, by, at).drop("_group")
     ordered = frame.sort(at)
     return ordered.sort(by, maintain_order=True) if by else ordered
 

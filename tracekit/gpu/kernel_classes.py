@@ -186,12 +186,5 @@ def classify(gpu: pl.DataFrame, patterns: tuple[KernelPattern, ...] = KERNEL_PAT
 
 def suspect_compute(classified: pl.DataFrame) -> list[str]:
     """Distinct names classified compute that look like communication (to warn about, never silently)."""
-    return (
-        classified.filter(
-            (pl.col("kernel_class") == COMPUTE) & pl.col("name").str.contains(SUSPECT_COMM_NAME)
-        )
-        .get_column("name")
-        .unique()
-        .sort()
-        .to_list()
-    )
+    names = classified.filter(pl.col("kernel_class") == COMPUTE).get_column("name").unique()
+    return names.filter(names.str.contains(SUSPECT_COMM_NAME)).sort().to_list()
