@@ -5,14 +5,16 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tracekit.errors import TracekitError
-from tracekit.perrank.engine import LocalEngine, run_tasks
+from tracekit.perrank.engine import WORKER_MIN_BYTES, LocalEngine, default_workers, run_tasks
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "1f1b"
 
@@ -54,3 +56,78 @@ def test_a_worker_that_dies_is_one_error_not_a_broken_pool() -> None:
 def test_a_worker_without_tracekit_is_told_to_install_it() -> None:
     with LocalEngine(workers=2).executor(2) as pool, pytest.raises(TracekitError, match="install tracekit where"):
         run_tasks(pool, importlib.import_module, ["tracekit.not_on_this_worker", "json"])
+
+
+def _pool_size(_: object) -> tuple[int, int]:
+    import polars as pl
+
+    return os.getpid(), pl.thread_pool_size()
+
+
+def test_workers_share_the_cores_among_their_polars_pools(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One worker per core: each polars pool gets its share, so workers never oversubscribe the host."""
+    monkeypatch.delenv("POLARS_MAX_THREADS", raising=False)
+    cores = os.cpu_count() or 1
+    with LocalEngine(workers=2).executor(2) as pool:
+        sizes = dict(run_tasks(pool, _pool_size, [0, 1, 2, 3]))
+
+    assert os.getpid() not in sizes
+    assert set(sizes.values()) == {max(1, cores // 2)}
+
+
+def test_a_small_batch_runs_here_and_a_large_one_on_a_worker_per_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+
+    assert default_workers(WORKER_MIN_BYTES - 1) == 1
+    assert default_workers(WORKER_MIN_BYTES) == default_workers(None) == 4
+    with LocalEngine().executor(tasks=8, work_bytes=1024) as pool:
+        assert pool is None
+
+
+INTERRUPTED = """\
+import operator, os, time
+from tracekit.perrank.engine import WORKER_MIN_BYTES, LocalEngine, default_workers, run_tasks
+try:
+    with LocalEngine(workers=2).executor(2) as pool:
+        print(*set(run_tasks(pool, operator.call, [os.getpid] * 4)), flush=True)  # workers are up
+        run_tasks(pool, time.sleep, [60, 60])
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("to", "when_s"), [("group", 0.0), ("group", 2.0), ("parent", 2.0)])
+def test_ctrl_c_ends_the_workers_at_once_and_silently(to: str, when_s: float) -> None:
+    """Ctrl-C at a terminal reaches the whole process group (``group``), ``kill -INT`` the command
+    alone (``parent``): while the workers start (0 s) or run minute-long tasks, the command stops at
+    once, and no worker prints a traceback or is left running."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    workers: list[int] = []
+    if when_s:
+        assert process.stdout is not None
+        workers = [int(pid) for pid in process.stdout.readline().split()]
+        time.sleep(when_s)
+    else:
+        time.sleep(0.3)  # the executor is spawning its workers
+    if to == "group":
+        os.killpg(process.pid, signal.SIGINT)
+    else:
+        os.kill(process.pid, signal.SIGINT)
+    started = time.monotonic()
+    out, err = process.communicate(timeout=30)
+
+    assert time.monotonic() - started < 10
+    assert "Traceback" not in err, err[-2000:]
+    assert out.strip().endswith("interrupted") or not out.strip(), out
+    for pid in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

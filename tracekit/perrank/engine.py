@@ -2,12 +2,14 @@
 
 An engine opens a ``concurrent.futures.Executor`` for a batch of tasks (or none: run them here) and
 says whether this process may read the caches itself. ``LocalEngine`` uses one spawned process per
-two cores (spawn, not fork: forking a process whose polars thread pool runs can deadlock the child;
-each started without the caller's ``__main__``, so a script needs no main guard): one process
-already keeps two cores busy (its slices of JSON decode on several threads, polars runs queries on
-its own pool), while a worker's start-up, the interpreter and its imports, costs about half a CPU
-second. On two cores, or for one task, every task runs in this process. ``DaskEngine`` connects to
-a Dask ``distributed`` scheduler and uses ``Client.get_executor()``, the same interface, so the tasks are
+core (spawn, not fork: forking a process whose polars thread pool runs can deadlock the child;
+each started without the caller's ``__main__``, so a script needs no main guard), each with a
+polars pool of its share of the cores (one thread where there is a worker per core): a rank's
+reductions are many small queries on tens of thousands of rows, where a pool's hand-offs cost more
+CPU than they save, so ranks in parallel processes beat threads inside one. A worker's start-up (the
+interpreter and its imports) costs about 0.3 CPU s, so a batch with less than ``WORKER_MIN_BYTES``
+of traces to read, or one task, runs in this process. ``DaskEngine`` connects to a Dask
+``distributed`` scheduler and uses ``Client.get_executor()``, the same interface, so the tasks are
 the same functions either way; its workers must read the traces at the same path (shared storage),
 and this process then reads no trace or cache file itself.
 
@@ -22,15 +24,23 @@ from concurrent.futures import BrokenExecutor, Executor, ThreadPoolExecutor, as_
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from tracekit.errors import TracekitError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 Job = TypeVar("Job")
 Result = TypeVar("Result")
 
 DASK_CONNECT_TIMEOUT_S = 5.0
 """How long to wait for a Dask scheduler before saying it cannot be reached."""
+WORKER_MIN_BYTES = 128 * 1024 * 1024
+"""Least trace bytes (as stored: a gzip file counts its compressed size) a batch must read before
+``LocalEngine`` starts workers for it. Reading costs about 10 CPU ms per MB of JSON; below this the
+workers' start-up is not repaid in wall time (on 2 cores, 8 ranks of 56 MB: 2.7 s with two workers
+against 4.0 s in this process, at the same CPU)."""
 
 
 class Engine(Protocol):
@@ -41,17 +51,18 @@ class Engine(Protocol):
         """True when this process may read cached results itself instead of asking a worker."""
         ...
 
-    def executor(self, tasks: int) -> AbstractContextManager[Executor | None]:
-        """An executor for ``tasks`` tasks, closed on exit; None runs them in this process."""
+    def executor(self, tasks: int, work_bytes: int | None = None) -> AbstractContextManager[Executor | None]:
+        """An executor for ``tasks`` tasks reading ``work_bytes`` of traces (None: not known),
+        closed on exit; None runs them in this process."""
         ...
 
 
 @dataclass(frozen=True)
 class LocalEngine:
-    """Worker processes on this machine, one per two cores unless ``workers`` says otherwise."""
+    """Worker processes on this machine, one per core unless ``workers`` says otherwise."""
 
     workers: int | None = None
-    """Most worker processes; None: ``default_workers()``. 1 runs every task in this process."""
+    """Most worker processes; None: ``default_workers(work_bytes)``. 1 runs every task in this process."""
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:
@@ -63,23 +74,47 @@ class LocalEngine:
         return True
 
     @contextmanager
-    def executor(self, tasks: int) -> Iterator[Executor | None]:
+    def executor(self, tasks: int, work_bytes: int | None = None) -> Iterator[Executor | None]:
         """A spawned process pool sized to the tasks, or None when one process is enough."""
-        workers = max(1, min(self.workers or default_workers(), tasks))
+        workers = max(1, min(self.workers or default_workers(work_bytes), tasks))
         if workers == 1:
             yield None
             return
         from concurrent.futures import ProcessPoolExecutor  # here: most runs start no worker
 
         from tracekit.perrank.spawn import MainlessSpawnContext
+        from tracekit.trace.worker_pool import pool_threads, start_worker
 
-        with ProcessPoolExecutor(max_workers=workers, mp_context=MainlessSpawnContext()) as pool:
-            yield pool
+        with ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=MainlessSpawnContext(),
+            initializer=start_worker,
+            initargs=(pool_threads(workers),),
+        ) as pool:
+            try:
+                yield pool
+            except BaseException:  # Ctrl-C, or a task's error: the batch is abandoned
+                _stop(pool)
+                raise
 
 
-def default_workers() -> int:
-    """Worker processes a ``LocalEngine`` starts by default: one per two cores, none on two or fewer."""
-    return max(1, (os.cpu_count() or 1) // 2)
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what ``pool`` has not started and end its workers now: leaving the pool otherwise waits
+    for every task already queued (a Ctrl-C sent to this process alone, or one that reached a worker
+    still starting, where it waits until the worker's initializer)."""
+    # The executor's own processes: no public handle on them, and shutdown drops its own.
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+
+
+def default_workers(work_bytes: int | None = None) -> int:
+    """Worker processes a ``LocalEngine`` starts by default for a batch reading ``work_bytes`` of
+    traces: one per core, none under ``WORKER_MIN_BYTES`` (None: enough) or on one core."""
+    if work_bytes is not None and work_bytes < WORKER_MIN_BYTES:
+        return 1
+    return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -102,8 +137,9 @@ class DaskEngine:
         return False
 
     @contextmanager
-    def executor(self, tasks: int) -> Iterator[Executor | None]:
-        """``Client.get_executor()`` of a client connected to the scheduler; TracekitError when it cannot be reached."""
+    def executor(self, tasks: int, work_bytes: int | None = None) -> Iterator[Executor | None]:
+        """``Client.get_executor()`` of a client connected to the scheduler (whatever the batch);
+        TracekitError when it cannot be reached."""
         try:
             from distributed import Client
         except ImportError:

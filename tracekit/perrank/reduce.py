@@ -74,11 +74,25 @@ class _Pool:
         self.opened = False
         self.executor: Executor | None = None
 
-    def get(self, tasks: int) -> Executor | None:
+    def get(self, jobs: Sequence[object]) -> Executor | None:
+        """The executor, opened for ``jobs`` (its size from theirs) when this is the first batch."""
         if not self.opened:
-            self.executor = self.stack.enter_context(self.engine.executor(tasks))
+            self.executor = self.stack.enter_context(self.engine.executor(len(jobs), _trace_bytes(jobs)))
             self.opened = True
         return self.executor
+
+
+def _trace_bytes(jobs: Sequence[object]) -> int:
+    """The trace bytes ``jobs`` read: their ``trace`` files' sizes (a job without one reads none)."""
+    total = 0
+    for job in jobs:
+        trace = getattr(job, "trace", None)
+        if trace is not None:
+            try:
+                total += trace.stat().st_size
+            except OSError:  # the task names the missing file itself
+                pass
+    return total
 
 
 def _gather(
@@ -99,7 +113,8 @@ def _gather(
                     on_done(job)
     todo = [index for index in range(len(jobs)) if index not in found]
     if todo:
-        computed = run_tasks(pool.get(len(todo)), task, [jobs[index] for index in todo], on_done)
+        batch = [jobs[index] for index in todo]
+        computed = run_tasks(pool.get(batch), task, batch, on_done)
         found.update(zip(todo, computed))
     return [found[index] for index in range(len(jobs))]
 

@@ -11,6 +11,7 @@ Not for: when workers are started (``tracekit.perrank.engine``).
 from __future__ import annotations
 
 import multiprocessing.context
+import signal
 import sys
 import types
 
@@ -29,10 +30,15 @@ class MainlessSpawnProcess(multiprocessing.context.SpawnProcess):
     def _Popen(process_obj):  # multiprocessing calls it by this name
         main = sys.modules["__main__"]
         sys.modules["__main__"] = types.ModuleType("__main__")
+        # Started with Ctrl-C blocked (the mask is inherited across fork and exec): one during its
+        # imports would print their traceback. Its initializer (``tracekit.trace.worker_pool``)
+        # unblocks it and ends it quietly; here a Ctrl-C meanwhile waits, and comes after.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             return multiprocessing.context.SpawnProcess._Popen(process_obj)
         finally:
             sys.modules["__main__"] = main
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 class MainlessSpawnContext(multiprocessing.context.SpawnContext):

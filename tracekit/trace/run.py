@@ -219,11 +219,18 @@ def ingest(
             if on_done:
                 on_done(path)
         return [done[path] for path in files]
-    import multiprocessing  # here: one worker, the rule on two cores, starts no process
+    import multiprocessing  # here: one file to parse starts no process
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    from tracekit.trace.worker_pool import pool_threads, start_worker
+
     # spawn, not fork: forking a process whose polars thread pool is running can deadlock the child.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=start_worker,
+        initargs=(pool_threads(workers),),
+    ) as pool:
         futures = {pool.submit(ingest_one, path, cache_dir): path for path in todo}
         for future in as_completed(futures):
             done[futures[future]] = future.result()
