@@ -83,13 +83,13 @@ class LocalEngine:
         from concurrent.futures import ProcessPoolExecutor  # here: most runs start no worker
 
         from tracekit.perrank.spawn import MainlessSpawnContext
-        from tracekit.trace.worker_pool import pool_threads, start_worker
+        from tracekit.trace.worker_pool import start_worker
 
         with ProcessPoolExecutor(
             max_workers=workers,
             mp_context=MainlessSpawnContext(),
             initializer=start_worker,
-            initargs=(pool_threads(workers),),
+            initargs=(workers,),
         ) as pool:
             try:
                 yield pool

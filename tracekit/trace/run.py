@@ -222,14 +222,14 @@ def ingest(
     import multiprocessing  # here: one file to parse starts no process
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    from tracekit.trace.worker_pool import pool_threads, start_worker
+    from tracekit.trace.worker_pool import start_worker
 
     # spawn, not fork: forking a process whose polars thread pool is running can deadlock the child.
     with ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=start_worker,
-        initargs=(pool_threads(workers),),
+        initargs=(workers,),
     ) as pool:
         futures = {pool.submit(ingest_one, path, cache_dir): path for path in todo}
         for future in as_completed(futures):

@@ -19,15 +19,11 @@ import os
 import signal
 
 
-def pool_threads(workers: int) -> int:
-    """Polars threads for each of ``workers`` worker processes: their share of the cores, at least one."""
-    return max(1, (os.cpu_count() or 1) // workers)
-
-
-def start_worker(threads: int) -> None:
-    """A worker's initializer: polars' pool of ``threads`` threads, unless POLARS_MAX_THREADS is set;
-    a Ctrl-C ends the worker quietly, one that came while it started (blocked till now) included."""
-    os.environ.setdefault("POLARS_MAX_THREADS", str(threads))
+def start_worker(workers: int) -> None:
+    """The initializer of each of ``workers`` worker processes: polars' pool of their share of the
+    cores (at least one thread), unless POLARS_MAX_THREADS is set; a Ctrl-C ends the worker quietly,
+    one that came while it started (blocked till now) included."""
+    os.environ.setdefault("POLARS_MAX_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
     signal.signal(signal.SIGINT, _leave)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
