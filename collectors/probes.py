@@ -8,6 +8,9 @@ While a capture window is open, every compute action span (``collectors.spans.ac
 - run-queue wait of the thread: ready but not running, and how many times it was put on a core
   (the second and third fields of Linux's ``/proc/thread-self/schedstat``, read through one
   descriptor per thread; absent elsewhere);
+- the thread's context switches, voluntary (it slept) and involuntary (it was preempted)
+  (``getrusage(RUSAGE_THREAD)``, Linux; -1 elsewhere): schedstat leaves some preemptions uncounted,
+  and an action with no voluntary switch never slept, so all its time off a core was a wait for one;
 - Python garbage-collection pauses (``gc.callbacks`` start/stop, summed process-wide while the
   window is open).
 
@@ -41,12 +44,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+try:
+    import resource
+except ImportError:  # not on Windows: no per-thread switch counts
+    resource = None  # type: ignore[assignment]
+
 PROBES_FORMAT = "tracekit-probes/1"
 """The ``format`` field of a probes file; readers refuse others."""
 
 COLUMNS = (
     "step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "dispatches", "gc_ns",
-    "peer_runq_ns",
+    "peer_runq_ns", "voluntary", "involuntary",
 )  # fmt: skip
 """One row per labelled compute action, in this order (``rows`` in the file)."""
 
@@ -199,6 +207,17 @@ class _RunQueue:
         except (OSError, ValueError, IndexError):
             self.available = False
             return 0, 0
+
+
+_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None) if resource is not None else None
+
+
+def _switches() -> tuple[int, int]:
+    """The calling thread's voluntary and involuntary context switches so far ((-1, -1) where unknown)."""
+    if _RUSAGE_THREAD is None:
+        return -1, -1
+    usage = resource.getrusage(_RUSAGE_THREAD)
+    return usage.ru_nvcsw, usage.ru_nivcsw
 
 
 class _PeerThreads:
@@ -358,23 +377,26 @@ class _ActionProbe:
     def __init__(self, buffer: ProbeBuffer, step: int, stage: int, kind: str, microbatch: int) -> None:
         self.buffer = buffer
         self.key = (step, stage, kind, microbatch)
-        self.start: tuple[int, int, tuple[int, int], int, int] = (0, 0, (0, 0), 0, 0)
+        self.start: tuple[int, int, tuple[int, int], int, int, tuple[int, int]] = (0, 0, (0, 0), 0, 0, (0, 0))
 
     def __enter__(self) -> None:
         buffer = self.buffer
         buffer.depth += 1
         peers = buffer.peers.read_ns()
-        self.start = (time.monotonic_ns(), time.thread_time_ns(), buffer.runq.read(), buffer.gc.total_ns, peers)
+        clocks = (time.monotonic_ns(), time.thread_time_ns(), buffer.runq.read())
+        self.start = (*clocks, buffer.gc.total_ns, peers, _switches())
 
     def __exit__(self, *_: object) -> None:
         buffer = self.buffer
-        (runq, dispatches), cpu, wall = buffer.runq.read(), time.thread_time_ns(), time.monotonic_ns()
+        (voluntary, involuntary), (runq, dispatches) = _switches(), buffer.runq.read()
+        cpu, wall = time.thread_time_ns(), time.monotonic_ns()
         peers = buffer.peers.read_ns()
-        wall0, cpu0, (runq0, dispatches0), gc0, peers0 = self.start
+        wall0, cpu0, (runq0, dispatches0), gc0, peers0, (voluntary0, involuntary0) = self.start
         buffer.depth -= 1
+        switched = (-1, -1) if voluntary < 0 else (voluntary - voluntary0, involuntary - involuntary0)
         buffer.rows.append(
             (*self.key, buffer.depth, wall - wall0, cpu - cpu0, runq - runq0, dispatches - dispatches0,
-             buffer.gc.total_ns - gc0, max(0, peers - peers0))
+             buffer.gc.total_ns - gc0, max(0, peers - peers0), *switched)
         )
         if buffer.next_sample_ns and wall >= buffer.next_sample_ns:
             buffer.take_sample(self.key[0])

@@ -92,15 +92,6 @@ def test_the_planted_cause_is_named_first(runs, how: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="known gap, measured on the 2-core VM at load 3 to 16: threads lose time off their core that "
-    "schedstat counts neither as run-queue wait nor as a dispatch; in an action with no dispatch that is "
-    "run-queue wait (own_clock.UNCOUNTED_WAIT), but in one dispatched it reads as blocked: blocked came "
-    "first for the hogged rank in 1 of 5 captures (51% to 49%, load 14), and in another (load 3 to 5) its "
-    "one peer's forwards lost 108 ms of a step so, leaving the hogged rank slow in one of two steps "
-    "(one-off, not flagged); docs/performance.md, 'Straggler causes'",
-    strict=False,
-)
 def test_a_rank_beside_a_busy_process_is_contended(runs) -> None:
     analysis = analyse(runs[HOGGED.name])
     contention = rank_contention(analysis.probes.window)
@@ -112,6 +103,14 @@ def test_a_rank_beside_a_busy_process_is_contended(runs) -> None:
         pytest.skip(f"no contention planted: rank {HOG_RANK} waited {hogged['latency_ms']:.1f} ms per dispatch, "
                     f"the other ranks {hogged['latency_reference_ms']:.1f} ms")  # fmt: skip
     flagged, causes = analysis.stragglers.flagged, analysis.causes
+    if HOG_RANK not in flagged["rank"].to_list():
+        judged = analysis.stragglers.ranks.filter(pl.col("rank") == HOG_RANK).row(0, named=True)
+        if judged["pattern"] == "one-off":
+            pytest.xfail(
+                f"known gap: rank {HOG_RANK} (score {judged['score']:.2f}) slow in {judged['slow_steps']} of "
+                f"{judged['steps']} steps, one-off, not flagged: a peer's time off a core in one step can "
+                "outweigh it there (docs/performance.md, 'Straggler causes')"
+            )
 
     assert flagged.height >= 1 and flagged["rank"][0] == HOG_RANK, flagged.to_dicts()
     first = causes.row(0, named=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import resource
+import time
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +38,10 @@ def _probes(rows: list[tuple]) -> pl.DataFrame:
 
 def _probe_rows(rows: list[tuple]) -> pl.DataFrame:
     """Whole PROBE_SCHEMA rows (rank, step, stage, kind, microbatch, wall, cpu, runq, dispatches, gc,
-    peer runq)."""
-    return pl.DataFrame(rows, schema=PROBE_SCHEMA, orient="row")
+    peer runq[, voluntary, involuntary]); without the switch counts, not recorded (an older file)."""
+    unrecorded = (None, None)
+    whole = [row if len(row) == len(PROBE_SCHEMA) else (*row, *unrecorded) for row in rows]
+    return pl.DataFrame(whole, schema=PROBE_SCHEMA, orient="row")
 
 
 def _window(rows: list[tuple[int, float, int]]) -> pl.DataFrame:
@@ -278,6 +282,26 @@ def test_an_action_never_put_back_on_a_core_waited_for_one_and_keeps_that_wait()
     assert factors["shared_runq_ms"].to_list() == pytest.approx([32.0, 2 * 3.25 * 3, 8.0])
 
 
+def test_an_action_that_never_slept_waited_for_a_core_all_its_time_off_one() -> None:
+    # Each rank's action: 3 ms on a core in 33, 2 ms of wait counted over one dispatch (schedstat
+    # missed the other preemptions). Rank 0 made no voluntary switch (preempted 3 times, never
+    # slept); rank 1 slept once; rank 2's switches were not recorded (an older file): judged by its
+    # one dispatch, it may have slept.
+    probes = _probe_rows(
+        [(0, 0, 0, "F", 0, 33.0, 3.0, 2.0, 1, 0.0, 0.0, 0, 3),
+         (1, 0, 1, "F", 0, 33.0, 3.0, 2.0, 1, 0.0, 0.0, 1, 2),
+         (2, 0, 2, "F", 0, 33.0, 3.0, 2.0, 1, 0.0, 0.0)]
+    )  # fmt: skip
+
+    judged = judged_actions(probes, rank_contention(_window([(rank, 10.0, 10) for rank in range(3)]), probes))
+
+    assert judged["uncounted_ms"].to_list() == [28.0, 0.0, 0.0]
+    assert judged["never_slept_cpu_ms"].to_list() == [3.0, 0.0, 0.0]
+    assert clock_factors(probes, _window([(rank, 10.0, 10) for rank in range(3)]))["runq_ms"].to_list() == [
+        30.0, 2.0, 2.0
+    ]  # fmt: skip
+
+
 def test_an_action_never_put_back_on_a_core_beside_peers_that_lost_none_keeps_its_wait() -> None:
     # Rank 0 lost 30 ms uncounted in 3 ms on a core; its peers waited 1 ms per ms on a core.
     probes = _probes([(0, 33.0, 3.0, 0.0, 0), (1, 20.0, 8.0, 8.0, 4), (2, 20.0, 8.0, 8.0, 4)])
@@ -294,6 +318,8 @@ def test_the_collector_writes_what_the_reader_reads(tmp_path: Path) -> None:
         for microbatch in range(3):
             with buffer.span(0, 1, "F", microbatch):
                 sum(range(20_000))
+                if microbatch == 1:
+                    time.sleep(0.002)
         buffer.step_ended(0)
     finally:
         buffer.close()
@@ -306,6 +332,20 @@ def test_the_collector_writes_what_the_reader_reads(tmp_path: Path) -> None:
     assert (probes.actions["cpu_ms"] > 0).all() and (probes.actions["cpu_ms"] <= probes.actions["wall_ms"]).all()
     assert probes.window["rank"].to_list() == [1]
     assert any("rank 0" in note and "no probes file" in note for note in probes.notes)
+    if hasattr(resource, "RUSAGE_THREAD"):
+        assert probes.actions["voluntary"].to_list()[1] >= 1  # it slept
+        assert (probes.actions["involuntary"] >= 0).all()
+
+
+def test_a_file_without_switch_counts_reads_them_as_unknown(tmp_path: Path) -> None:
+    older = list(COLUMNS[:-2])
+    _write(tmp_path / "rank0.probes.jsonl.gz", [_header(columns=older), "[0,0,\"F\",0,0,5000000,1000000,0,0,0,0]"])
+
+    probes = read_probes(tmp_path, (0,))
+
+    assert probes is not None
+    assert probes.actions.select("voluntary", "involuntary").row(0) == (None, None)
+    assert probes.actions["wall_ms"].to_list() == [5.0]
 
 
 def _write(path: Path, lines: list[str]) -> None:
@@ -322,9 +362,9 @@ def _header(**changes: object) -> str:
 @pytest.mark.parametrize(
     ("lines", "fault"),
     [
-        ([_header(format="other/9"), "[0,0,\"F\",0,0,1,1,0,0,0,0]"], "not a tracekit-probes/1"),
+        ([_header(format="other/9"), "[0,0,\"F\",0,0,1,1,0,0,0,0,0,0]"], "not a tracekit-probes/1"),
         ([_header(), "[0,0,\"F\"]"], "line 2: not a probe row"),
-        ([_header(actions=2), "[0,0,\"F\",0,0,1,1,0,0,0,0]"], "header says 2 actions"),
+        ([_header(actions=2), "[0,0,\"F\",0,0,1,1,0,0,0,0,0,0]"], "header says 2 actions"),
         (["{not json"], "probes header is not JSON"),
     ],
 )

@@ -9,9 +9,10 @@ naming what it waits on. Definitions (``CAUSES``, quoted by every output):
 - ``contended``: ready but not running: run-queue wait beyond what the other ranks would have
   waited for the same dispatches or the same work (``own_clock``): one hog beside it, a busier core.
 - ``blocked``: neither on a core nor waiting for one (wall - on-CPU - run-queue): sleep, I/O,
-  locks, page faults. The run-queue wait is ``own_clock.waiting_ms``'s: an action whose thread was
-  never put back on a core did not sleep, so its time off one is run-queue wait
-  (``own_clock.UNCOUNTED_WAIT``).
+  locks, page faults. The run-queue wait is ``own_clock.waiting_ms``'s: an action whose thread made
+  no voluntary context switch never slept, so all its time off a core is run-queue wait
+  (``own_clock.NEVER_SLEPT``; in files without switch counts, one never put back on a core,
+  ``own_clock.UNCOUNTED_WAIT``).
 - ``gc``: Python garbage-collection pauses inside its actions.
 - ``launch-bound`` (GPU runs): GPU idle inside its actions, before the next kernel's launch call had
   returned, beyond the other ranks' (per ms of their actions): its CPU launches slower than its GPU
@@ -225,7 +226,7 @@ def _uncounted_evidence(contention: dict) -> str:
     if not rate or allowance is None:
         return ""
     return (
-        f"; uncounted, {rate:.2f} ms per ms on a core in undispatched actions (up to {allowance:.2f} "
+        f"; uncounted, {rate:.2f} ms per ms on a core in actions that never slept (up to {allowance:.2f} "
         "counted as the host's)"
     )
 

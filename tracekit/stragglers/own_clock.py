@@ -10,10 +10,12 @@ straggler scoring judges each action on its own clock:
   ``latency_reference_ms``: the median of the other ranks' (the wait the host gives every rank);
 - ``latency_allowance_ms``: the wait per dispatch counted as the host's, ``WAIT_TOLERANCE`` times
   the upper quartile of the other ranks' (``UPPER_QUARTILE``);
-- ``uncounted_rate``: the wait schedstat did not count (``UNCOUNTED_WAIT``), in the actions it
-  counted no dispatch for, per ms those actions spent on a core: with no dispatch to judge it by,
-  it is judged by the work it waited beside (a fair scheduler makes every thread wait about alike
-  per ms it runs); ``uncounted_allowance``: the same tolerance times the other ranks' upper quartile;
+- ``uncounted_rate``: the wait schedstat did not count, in the actions whose thread never slept
+  (``NEVER_SLEPT``: no voluntary context switch; in files without switch counts, no dispatch
+  counted, ``UNCOUNTED_WAIT``), per ms those actions spent on a core: with no dispatch to judge it
+  by, it is judged by the work it waited beside (a fair scheduler makes every thread wait about
+  alike per ms it runs); ``uncounted_allowance``: the same tolerance times the other ranks' upper
+  quartile;
 - ``wait_rate``: a rank's wait for a core, counted or not, per ms on a core in the actions of one
   kind, and ``wait_rate_allowance``: ``RATE_TOLERANCE`` times the other ranks' upper quartile of
   theirs in the same kind (``PER_MS_ON_A_CORE``) or in their busiest kind (``BUSIEST_KIND``),
@@ -21,7 +23,7 @@ straggler scoring judges each action on its own clock:
   however its dispatches fall;
 - the wait counted as the host's (``shared_runq_ms``): over all of a rank's actions of a kind
   (``ALL_ACTIONS_OF_A_KIND``), ``min(counted wait, max(latency_allowance_ms * dispatches,
-  wait_rate_allowance * on-CPU ms)) + min(uncounted wait, uncounted_allowance * undispatched
+  wait_rate_allowance * on-CPU ms)) + min(uncounted wait, uncounted_allowance * never-slept
   on-CPU ms)``, spread over its actions in proportion to their own waits. The tolerance: the
   scheduler makes a thread that uses up its slice wait longer per dispatch than one that sleeps,
   so a rank computing more than its peers waits somewhat longer on the same host;
@@ -54,7 +56,7 @@ ops), cpu_ms and shared_runq_ms (Float64, its action's on-CPU time and share of 
 median; the rank's own where no other rank has one), latency_allowance_ms (Float64, ``WAIT_TOLERANCE``
 times the other ranks' upper quartile; the rank's own times it where no other rank has one),
 runq_known (Boolean), uncounted_rate (Float64: its actions' ``uncounted_ms`` per ms on a core in
-the actions never put back on one; null without probes or such actions) and uncounted_allowance
+the actions whose thread never slept; null without probes or such actions) and uncounted_allowance
 (Float64: the same allowance, of the other ranks' uncounted_rate).
 
 Not for: scoring itself (``scoring``) or naming causes (``causes``).
@@ -128,11 +130,28 @@ UPPER_QUARTILE = (
 )
 """Why the allowance is set by the other ranks' upper quartile, not their median or their highest."""
 
+NEVER_SLEPT = (
+    "an action whose thread made no voluntary context switch never slept, so all its time off a core was "
+    "a wait for one, whatever schedstat counted: only a preemption (an involuntary switch) took it off"
+)
+"""Why, where the collector counted context switches, such an action's wall - on-CPU - run-queue
+time counts as run-queue wait, not as blocked.
+
+Measured on this 2-core VM (kernel 6.18), a clean 4-rank DualPipeV capture beside six busy
+processes (load about 10): 71 actions lost more than 1 ms off a core with no dispatch counted by
+schedstat (94 to 137 ms a rank); every one of them had one or two involuntary switches and no
+voluntary one. Over the window schedstat counted 13 to 25 dispatches a rank against 33 to 52
+switches. A thread that sleeps and wakes or spins alone beside busy processes has every switch
+counted; which kernel path leaves the job's preemptions uncounted was not found.
+"""
+
 UNCOUNTED_WAIT = (
     "an action whose thread was never put back on a core (0 dispatches) did not sleep: a sleep ends "
     "in a wake-up and a dispatch, so its time off a core is a wait for one that schedstat did not count"
 )
-"""Why such an action's wall - on-CPU - run-queue time counts as run-queue wait, not as blocked.
+"""Why, in files written before the collector counted context switches, an action with no dispatch
+counts its wall - on-CPU - run-queue time as run-queue wait, not as blocked (``NEVER_SLEPT``
+replaces it where the switches are known).
 
 Measured on this 2-core VM (kernel 6.18): with a busy process at nice -10 pinned beside rank 1 of
 a 4-rank 1F1B job, rank 1's forwards that schedstat counted no dispatch for took 30-45 ms of wall
@@ -253,8 +272,7 @@ def rank_contention(window: pl.DataFrame, probes: pl.DataFrame | None = None) ->
     if probes is None:
         rows = rows.with_columns(pl.lit(None, pl.Float64()).alias("uncounted_rate"))
     else:
-        undispatched = _never_dispatched()
-        lost, on_core = uncounted_ms(probes).sum(), pl.col("cpu_ms").filter(undispatched).sum()
+        lost, on_core = uncounted_ms(probes).sum(), pl.col("cpu_ms").filter(_never_slept()).sum()
         rates = probes.group_by("rank").agg(  # a rank that lost none this way: 0, whatever it ran
             pl.when(lost == 0).then(0.0).when(on_core > 0).then(lost / on_core).alias("uncounted_rate")
         )
@@ -282,16 +300,19 @@ def waiting_ms(probes: pl.DataFrame) -> pl.Expr:
     return runq + pl.min_horizontal(blocked, pl.col("peer_runq_ms").fill_null(0.0))
 
 
-def _never_dispatched() -> pl.Expr:
-    """Actions whose thread schedstat never counted being put back on a core."""
-    return pl.col("runq_ms").is_not_null() & (pl.col("dispatches") == 0)
+def _never_slept() -> pl.Expr:
+    """Actions with run-queue wait known whose thread never slept: no voluntary context switch
+    (``NEVER_SLEPT``), or, where switches were not counted, no dispatch (``UNCOUNTED_WAIT``)."""
+    voluntary = pl.col("voluntary")
+    slept = pl.when(voluntary.is_not_null()).then(voluntary > 0).otherwise(pl.col("dispatches") > 0)
+    return pl.col("runq_ms").is_not_null() & slept.not_()
 
 
 def uncounted_ms(probes: pl.DataFrame) -> pl.Expr:
-    """Per action: where its thread was never put back on a core (0 dispatches), the rest of its time
-    off a core beyond ``waiting_ms`` (``UNCOUNTED_WAIT``); 0 otherwise."""
+    """Per action: where its thread never slept (``_never_slept``), the rest of its time off a core
+    beyond ``waiting_ms``; 0 otherwise."""
     rest = (pl.col("wall_ms") - pl.col("cpu_ms") - waiting_ms(probes)).clip(lower_bound=0.0)
-    return pl.when(_never_dispatched()).then(rest).otherwise(0.0)
+    return pl.when(_never_slept()).then(rest).otherwise(0.0)
 
 
 def kind_wait_rates(probes: pl.DataFrame) -> pl.DataFrame:
@@ -345,8 +366,8 @@ def _in_proportion(wait: str, allowance: pl.Expr) -> pl.Expr:
 
 def judged_actions(probes: pl.DataFrame, contention: pl.DataFrame) -> pl.DataFrame:
     """``probes`` (``PROBE_SCHEMA``), each action with its waits and its share of the host's:
-    counted_ms (``waiting_ms``), uncounted_ms, undispatched_cpu_ms and known_cpu_ms (its on-CPU time
-    where it was never put back on a core / where its run-queue wait is known), dispatches (0 where
+    counted_ms (``waiting_ms``), uncounted_ms, never_slept_cpu_ms and known_cpu_ms (its on-CPU time
+    where its thread never slept / where its run-queue wait is known), dispatches (0 where
     unknown), wait_rate_allowance (``kind_wait_rates``) and shared_runq_ms: what of its wait is
     counted as the host's, given the rank's allowances in ``contention`` (``RANK_CLOCK_SCHEMA``)."""
     allowances = contention.select(
@@ -356,7 +377,7 @@ def judged_actions(probes: pl.DataFrame, contention: pl.DataFrame) -> pl.DataFra
         probes.with_columns(
             waiting_ms(probes).alias("counted_ms"),
             uncounted_ms(probes).alias("uncounted_ms"),
-            pl.when(_never_dispatched()).then(pl.col("cpu_ms")).otherwise(0.0).alias("undispatched_cpu_ms"),
+            pl.when(_never_slept()).then(pl.col("cpu_ms")).otherwise(0.0).alias("never_slept_cpu_ms"),
             pl.when(pl.col("runq_ms").is_not_null()).then("cpu_ms").otherwise(0.0).alias("known_cpu_ms"),
             pl.col("dispatches").fill_null(0),
         )
@@ -381,7 +402,7 @@ def _host_allowance() -> pl.Expr:
         kind_sum("counted_ms"), pl.col("latency_allowance_ms") * kind_sum("dispatches")
     )
     uncounted = pl.min_horizontal(
-        kind_sum("uncounted_ms"), pl.col("uncounted_allowance") * kind_sum("undispatched_cpu_ms")
+        kind_sum("uncounted_ms"), pl.col("uncounted_allowance") * kind_sum("never_slept_cpu_ms")
     )
     by_dispatch = counted + uncounted
     by_work = pl.col("wait_rate_allowance").fill_null(0.0) * kind_sum("known_cpu_ms")

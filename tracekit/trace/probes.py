@@ -20,6 +20,8 @@ time is inside their parent's):
 | dispatches | Int64 | times the thread was put on a core during the span (schedstat) | run-queue wait not available |
 | gc_ms | Float64 | Python GC pauses inside the span, ms | never null |
 | peer_runq_ms | Float64 | run-queue wait of the process's other Python threads during the span, ms | run-queue wait not available |
+| voluntary | Int64 | the thread's voluntary context switches during the span (it slept; ``getrusage``) | not recorded (an older file, or not Linux) |
+| involuntary | Int64 | the thread's involuntary context switches during the span (it was preempted) | not recorded |
 
 ``WINDOW_SCHEMA``, one row per rank: rank (Int32), runq_ms (Float64) and dispatches (Int64) of the
 thread that opened the window, over the whole window (null: run-queue wait not available), and the
@@ -72,6 +74,8 @@ PROBE_SCHEMA: dict[str, pl.DataType] = {
     "dispatches": pl.Int64(),
     "gc_ms": pl.Float64(),
     "peer_runq_ms": pl.Float64(),
+    "voluntary": pl.Int64(),
+    "involuntary": pl.Int64(),
 }
 
 WINDOW_SCHEMA: dict[str, pl.DataType] = {
@@ -93,7 +97,9 @@ NVML_SCHEMA: dict[str, pl.DataType] = {
 }
 
 _COLUMNS = ["step", "stage", "kind", "microbatch", "depth", "wall_ns", "cpu_ns", "runq_ns", "dispatches", "gc_ns",
-            "peer_runq_ns"]  # fmt: skip
+            "peer_runq_ns", "voluntary", "involuntary"]  # fmt: skip
+_COLUMNS_WITHOUT_SWITCHES = _COLUMNS[:-2]
+"""The columns of files written before the collector counted context switches: they read as unknown."""
 
 
 def probes_name(rank: int) -> str:
@@ -137,19 +143,22 @@ def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], t
         raise TracekitError(f"probes header is not JSON: {error}", path) from error
     if not isinstance(header, dict) or header.get("format") != PROBES_FORMAT:
         raise TracekitError(f"not a {PROBES_FORMAT} probes file", path)
-    if header.get("columns") != _COLUMNS or header.get("rank") != rank:
+    columns = header.get("columns")
+    if columns not in (_COLUMNS, _COLUMNS_WITHOUT_SWITCHES) or header.get("rank") != rank:
         raise TracekitError(f"probes header names other columns or another rank than {rank}", path)
     runq = bool(header.get("runq_available"))
+    unrecorded = [-1, -1] if columns == _COLUMNS_WITHOUT_SWITCHES else []
     rows = []
     for number, line in enumerate(lines[1:], start=2):
         try:
-            step, stage, kind, microbatch, depth, wall, cpu, queued, dispatches, gc_ns, peers = json.loads(line)
+            (step, stage, kind, microbatch, depth, wall, cpu, queued, dispatches, gc_ns, peers,
+             slept, preempted) = json.loads(line) + unrecorded  # fmt: skip
             if depth:
                 continue
             rows.append(
                 (rank, int(step), int(stage), str(kind), int(microbatch), wall / 1e6, cpu / 1e6,
                  queued / 1e6 if runq else None, int(dispatches) if runq else None, gc_ns / 1e6,
-                 peers / 1e6 if runq else None)
+                 peers / 1e6 if runq else None, _count(slept), _count(preempted))
             )
         except (json.JSONDecodeError, ValueError, TypeError) as error:
             raise TracekitError(f"line {number}: not a probe row ({error})", path) from error
@@ -173,6 +182,12 @@ def read_rank_probes(path: Path, rank: int) -> tuple[list[tuple], list[tuple], t
     except (KeyError, TypeError, ValueError) as error:
         raise TracekitError("probes header lacks the window's run-queue wait", path) from error
     return rows, samples, window, notes
+
+
+def _count(value: object) -> int | None:
+    """A switch count, None where the collector could not count (-1)."""
+    count = int(value)  # type: ignore[call-overload]
+    return None if count < 0 else count
 
 
 def _optional(kind: type, value: object) -> float | int | None:
