@@ -1,0 +1,94 @@
+"""The probe's clocks agree with one another beside a busy process on the same core.
+
+A due preemption takes a thread off its core as a system call returns, and a probe's reads are
+system calls (``collectors.probes.READ_ORDER``): each action's wall time must still split into
+on-CPU time and run-queue wait, with nothing left over that the thread neither ran nor waited for.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from collectors.probes import ProbeBuffer
+from collectors.spans import _Straddled
+
+BUSY_S = 30
+"""The busy process's own time limit, s: it ends by itself even if the test dies."""
+
+
+@pytest.fixture
+def beside_a_busy_process():
+    """This thread and a busy loop pinned to the same CPU; both unpinned afterwards."""
+    if not hasattr(os, "sched_setaffinity") or not os.path.exists("/proc/thread-self/schedstat"):
+        pytest.skip("needs sched_setaffinity and Linux's schedstat")
+    cpu = min(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    loop = f"import time\nend = time.monotonic() + {BUSY_S}\nwhile time.monotonic() < end:\n    pass\n"
+    busy = subprocess.Popen([sys.executable, "-c", loop])
+    try:
+        os.sched_setaffinity(busy.pid, {cpu})
+        os.sched_setaffinity(0, {cpu})
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+        busy.kill()
+        busy.wait()
+
+
+def _work(left: torch.Tensor, right: torch.Tensor) -> None:
+    """About a millisecond of matrix products (pure Python loops are preempted mid-loop instead)."""
+    for _ in range(40):
+        left @ right
+
+
+def test_wall_time_splits_into_on_cpu_and_run_queue_wait_beside_a_busy_process(beside_a_busy_process) -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    left, right = torch.randn(128, 128), torch.randn(128, 128)
+    buffer = ProbeBuffer()
+    try:
+        for microbatch in range(300):
+            with buffer.span(0, 0, "F", microbatch):
+                _work(left, right)
+    finally:
+        buffer.close()
+        torch.set_num_threads(threads)
+    wall = sum(row[5] for row in buffer.rows)
+    cpu = sum(row[6] for row in buffer.rows)
+    runq = sum(row[7] for row in buffer.rows)
+
+    assert runq > 0.2 * wall, (wall, cpu, runq)  # the busy process did take the core
+    # Before the wall clock was read right beside schedstat, most of the wait fell in wall time
+    # with no run-queue wait counted (4.8 to 5.4 s of 6 here).
+    assert abs(wall - cpu - runq) < 0.05 * wall, (wall, cpu, runq)
+
+
+class _Noted:
+    """A context manager that notes its entries and exits in a shared list."""
+
+    def __init__(self, name: str, said: list[str], fails_on_exit: bool = False) -> None:
+        self.name, self.said, self.fails_on_exit = name, said, fails_on_exit
+
+    def __enter__(self) -> None:
+        self.said.append(f"enter {self.name}")
+
+    def __exit__(self, *_: object) -> bool:
+        self.said.append(f"exit {self.name}")
+        if self.fails_on_exit:
+            raise KeyboardInterrupt  # a stop signal deferred until the label was whole
+        return False
+
+
+def test_the_probe_is_entered_inside_the_label_and_left_after_it_even_when_leaving_raises() -> None:
+    said: list[str] = []
+
+    with pytest.raises(KeyboardInterrupt):
+        with _Straddled(_Noted("label", said, fails_on_exit=True), _Noted("probe", said)):
+            said.append("work")
+
+    assert said == ["enter label", "enter probe", "work", "exit label", "exit probe"]
