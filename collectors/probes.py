@@ -14,9 +14,9 @@ While a capture window is open, every compute action span (``collectors.spans.ac
 - Python garbage-collection pauses (``gc.callbacks`` start/stop, summed process-wide while the
   window is open).
 
-and keeps the differences, one row per action, in memory. Each end reads the wall clock and then
-schedstat, before the rest, and the probe is entered inside the action's label and left after it
-(``READ_ORDER``): waits for a core served as a read returns count in both or in neither. The
+and keeps the differences, one row per action, in memory. The wall clock is read first on entry
+and last on exit, and the exit reads the CPU clock before schedstat (``READ_ORDER``): a wait for a
+core served as one of the probe's own reads returns counts in both. The
 window's whole run-queue wait and dispatches of the thread that opened it, and its wall time, go
 in the header: the host's wait per dispatch, which every action of the rank, inside or outside a
 label, sees alike, and its share of the window. They are taken as the window closes
@@ -213,20 +213,26 @@ class _RunQueue:
 
 
 READ_ORDER = (
-    "a preemption that is due while a thread is in a system call takes it off its core as the call "
-    "returns; a probe's own reads are such calls, so the wall clock is read right before schedstat "
-    "(a vDSO call, no system call between) at both ends, and the probe is entered inside the action's "
-    "label and left after it: a wait served as a read returns then falls inside the wall time and the "
-    "run-queue wait alike, or outside both, and inside the traced action only where it is inside both"
+    "reading a thread's CPU clock brings its scheduler accounting up to date, which preempts it, as the "
+    "call returns, once it has used its slice; a preemption already due is served there too. So each "
+    "end reads the wall clock on the action's side of the probe's system calls (first on entry, last on "
+    "exit), and the exit reads the CPU clock before schedstat: a wait served at the probe's own reads "
+    "falls inside the action's wall time and its run-queue wait alike"
 )
-"""Why each end of a probe reads the wall clock and then schedstat, before its other clocks.
+"""Why a probe reads its clocks in this order.
 
-Measured on this 2-core VM (kernel 6.18): a thread doing 128x128 matrix products beside a busy
-loop at nice -10 on its core, timing each batch of 40 between reads. With the wall clock read
-around the system calls (as the probe first did), 4.8 to 5.4 s of 6 s fell inside the batches'
-wall time with no context switch and no run-queue wait counted (the wait was served as a read
-returned); with the wall clock read right before schedstat at both ends, wall = on-CPU +
-run-queue wait within 4 ms over the whole run.
+Measured on this 2-core VM (kernel 6.18), a thread doing 128x128 matrix products beside a busy
+loop on its core, timing each batch of 40 between reads:
+
+- with schedstat read before the CPU clock at the exit, and the wall clock last (as the probe
+  first did), 4.8 to 5.4 s of 6 s fell inside the batches' wall time with no context switch and no
+  run-queue wait counted;
+- timing each read of the exit on its own, 735 ms of 6 s were spent in the CPU clock's read, under
+  25 ms in each of the others (schedstat twice, ``getrusage``);
+- with the wall clock read right beside schedstat and the probe left after the action's label,
+  wall = on-CPU + run-queue wait held, but the waits fell between the actions, where compute
+  scoring does not see them (a hogged GPipe rank 0: 326 ms of actions for 839 ms of wait in the
+  window, against 1,088 ms of actions before).
 """
 
 _RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None) if resource is not None else None
@@ -392,8 +398,8 @@ class ProbeBuffer:
 class _ActionProbe:
     """Reads the thread's clocks as one action enters and exits, and keeps the differences.
 
-    Each end reads the wall clock, then schedstat at once, then the rest (``READ_ORDER``); the probe
-    is entered just inside the action's label and left just after it (``collectors.spans``).
+    The wall clock is read first on entry and last on exit, and the exit reads the CPU clock before
+    schedstat (``READ_ORDER``).
     """
 
     __slots__ = ("buffer", "key", "start")
@@ -412,15 +418,15 @@ class _ActionProbe:
 
     def __exit__(self, *_: object) -> None:
         buffer = self.buffer
-        wall, (runq, dispatches) = time.monotonic_ns(), buffer.runq.read()
-        cpu, (voluntary, involuntary) = time.thread_time_ns(), _switches()  # the reads' own us: clipped below
-        peers = buffer.peers.read_ns()
+        cpu = time.thread_time_ns()  # may preempt the thread as it returns: schedstat, read next, counts it
+        runq, dispatches = buffer.runq.read()
+        (voluntary, involuntary), peers = _switches(), buffer.peers.read_ns()
+        wall = time.monotonic_ns()
         wall0, cpu0, (runq0, dispatches0), gc0, peers0, (voluntary0, involuntary0) = self.start
         buffer.depth -= 1
         switched = (-1, -1) if voluntary < 0 else (voluntary - voluntary0, involuntary - involuntary0)
-        spent = wall - wall0
         buffer.rows.append(
-            (*self.key, buffer.depth, spent, min(cpu - cpu0, spent), runq - runq0, dispatches - dispatches0,
+            (*self.key, buffer.depth, wall - wall0, cpu - cpu0, runq - runq0, dispatches - dispatches0,
              buffer.gc.total_ns - gc0, max(0, peers - peers0), *switched)
         )
         if buffer.next_sample_ns and wall >= buffer.next_sample_ns:

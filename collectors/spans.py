@@ -29,48 +29,22 @@ def _both(outer: Any, inner: Any) -> Iterator[None]:
         yield
 
 
-class _Straddled:
-    """``span`` with ``probe`` entered just inside it and left just after it.
-
-    A probe's reads are system calls, where a due preemption takes the thread off its core
-    (``collectors.probes.READ_ORDER``): a wait served at its first read is inside the traced span and
-    inside the probe's clocks; one served at its last read is outside both.
-    """
-
-    __slots__ = ("_probe", "_span")
-
-    def __init__(self, span: Any, probe: Any) -> None:
-        self._span, self._probe = span, probe
-
-    def __enter__(self) -> None:
-        self._span.__enter__()
-        self._probe.__enter__()
-
-    def __exit__(self, *error: object) -> bool:
-        try:
-            return bool(self._span.__exit__(*error))
-        finally:
-            self._probe.__exit__(None, None, None)
-
-
 def _watched(
     recorder: Any, label: str | None, timed: Any, probe: Any = None
 ) -> contextlib.AbstractContextManager[object]:
     """The label span (capture window), the live timer span and the probe, whichever are on.
 
-    The probe (``collectors.probes``) straddles the label's end (``_Straddled``), so it reads the
-    action's own time. The label is entered and left with stop signals deferred
-    (``collectors.stopping.DeferredSpan``). An overlapped pair whose schedule labels it itself has a
-    probe and no label here: the probe then stands alone.
+    The probe (``collectors.probes``) sits inside the label, so it reads the action's own time. The
+    label is entered and left with stop signals deferred (``collectors.stopping.DeferredSpan``).
     """
     span = None if label is None else DeferredSpan(record_function(label), recorder.signals)
-    if span is not None and timed is not None:
-        span = _both(span, timed)
+    if span is not None and probe is not None:
+        span = _both(span, probe)
     elif span is None:
-        span = timed
-    if probe is None:
-        return _IDLE if span is None else span
-    return probe if span is None else _Straddled(span, probe)
+        span = probe
+    if span is None:
+        return _IDLE if timed is None else timed
+    return span if timed is None else _both(span, timed)
 
 
 def _probe(recorder: Any, stage: int, kind: str, microbatch: int) -> Any:
