@@ -138,11 +138,12 @@ NEVER_SLEPT = (
 time counts as run-queue wait, not as blocked.
 
 Measured on this 2-core VM (kernel 6.18), a clean 4-rank DualPipeV capture beside six busy
-processes (load about 10): 71 actions lost more than 1 ms off a core with no dispatch counted by
-schedstat (94 to 137 ms a rank); every one of them had one or two involuntary switches and no
-voluntary one. Over the window schedstat counted 13 to 25 dispatches a rank against 33 to 52
-switches. A thread that sleeps and wakes or spins alone beside busy processes has every switch
-counted; which kernel path leaves the job's preemptions uncounted was not found.
+processes (load about 10), probes read in the collector's first order: 71 actions lost more than
+1 ms off a core with no dispatch counted by schedstat (94 to 137 ms a rank); every one of them had
+one or two involuntary switches and no voluntary one. That time was a wait set off by the probe's
+own read of the CPU clock after schedstat had been read (``collectors.probes.READ_ORDER``); read in
+the current order, 1.3 to 3.0 ms a rank are left in the actions that did not sleep, which this
+rule still counts as waits.
 """
 
 UNCOUNTED_WAIT = (
@@ -162,8 +163,8 @@ to 12, 24 clean captures), most actions went undispatched and lost 0.01 to 6.2 m
 (every rank alike, so judged against the other ranks' upper quartile: ``uncounted_allowance``);
 beside a pinned busy process (six captures, one per schedule), the hogged rank lost 10.7 to 14.4
 ms per ms on a core against allowances of 0.7 to 2.4 from its peers. A spinning thread beside busy
-processes, alone, has every wait counted; which kernel path leaves the job's waits uncounted was
-not found."""
+processes, alone, has every wait counted: the job's were set off by the probe's own reads, in the
+collector's first order (``collectors.probes.READ_ORDER``)."""
 
 PER_MS_ON_A_CORE = (
     "a thread that uses up its slice is put back in the run queue and waits there for every other ready "
