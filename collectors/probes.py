@@ -9,8 +9,8 @@ While a capture window is open, every compute action span (``collectors.spans.ac
   (the second and third fields of Linux's ``/proc/thread-self/schedstat``, read through one
   descriptor per thread; absent elsewhere);
 - the thread's context switches, voluntary (it slept) and involuntary (it was preempted)
-  (``getrusage(RUSAGE_THREAD)``, Linux; -1 elsewhere): schedstat leaves some preemptions uncounted,
-  and an action with no voluntary switch never slept, so all its time off a core was a wait for one;
+  (``getrusage(RUSAGE_THREAD)``, Linux; -1 elsewhere): an action with no voluntary switch never
+  slept, so all its time off a core was a wait for one;
 - Python garbage-collection pauses (``gc.callbacks`` start/stop, summed process-wide while the
   window is open).
 
@@ -228,7 +228,7 @@ loop on its core, timing each batch of 40 between reads:
   first did), 4.8 to 5.4 s of 6 s fell inside the batches' wall time with no context switch and no
   run-queue wait counted;
 - timing each read of the exit on its own, 735 ms of 6 s were spent in the CPU clock's read, under
-  25 ms in each of the others (schedstat twice, ``getrusage``);
+  25 ms in each of the others (schedstat, ``getrusage``);
 - with the wall clock read right beside schedstat and the probe left after the action's label,
   wall = on-CPU + run-queue wait held, but the waits fell between the actions, where compute
   scoring does not see them (a hogged GPipe rank 0: 326 ms of actions for 839 ms of wait in the
