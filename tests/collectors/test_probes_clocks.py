@@ -14,7 +14,7 @@ import sys
 import pytest
 import torch
 
-from collectors.probes import ProbeBuffer
+from collectors.probes import COLUMNS, ProbeBuffer
 
 BUSY_S = 30
 """The busy process's own time limit, s: it ends by itself even if the test dies."""
@@ -57,9 +57,9 @@ def test_wall_time_splits_into_on_cpu_and_run_queue_wait_beside_a_busy_process(b
     finally:
         buffer.close()
         torch.set_num_threads(threads)
-    wall = sum(row[5] for row in buffer.rows)
-    cpu = sum(row[6] for row in buffer.rows)
-    runq = sum(row[7] for row in buffer.rows)
+    wall, cpu, runq = (
+        sum(row[COLUMNS.index(name)] for row in buffer.rows) for name in ("wall_ns", "cpu_ns", "runq_ns")
+    )
 
     assert runq > 0.2 * wall, (wall, cpu, runq)  # the busy process did take the core
     # With one schedstat read at the exit, before the wall clock, most of the wait fell in wall
