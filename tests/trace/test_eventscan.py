@@ -3,6 +3,8 @@
 Properties over generated events: any JSON value in any field, escapes, non-ASCII text, compact
 and indented writers; the scanner's table equals ``read_objects``' whenever it gives one, gives one
 whenever every field has the type an exporter writes, and never gives one for text that is not JSON.
+Its own reduction (``scan_complete``, what ``tracekit.trace.kineto`` keeps of the events) equals
+kineto's ``_reduce`` of its raw table, on events that exercise every value that reduction tests.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ import json
 import orjson
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tracekit.errors import TracekitError
-from tracekit.trace import columnar
+from tracekit.trace import columnar, kineto
 from tracekit.trace.columnar import read_objects
 
 pytestmark = pytest.mark.skipif(columnar._eventscan is None, reason="the event scanner is not built")
@@ -190,3 +192,87 @@ def test_a_bad_byte_anywhere_in_a_long_string_is_seen(bad: bytes) -> None:
         scanned = columnar._scanned(text, start, len(text) - 2)
 
         assert scanned is None, (bad, position)
+
+
+_INTEGER_TEXT = st.from_regex(r"\A[+-]?0{0,3}[0-9]{1,5}\Z", fullmatch=True) | st.sampled_from(
+    ["", "+", "-", " 5", "5 ", "0x10", "1e3", "5.0"]
+    + ["9223372036854775807", "-9223372036854775808", "9223372036854775808"]
+)
+"""Text a pid or tid may hold: what polars' non-strict cast reads as an integer, and what it does not."""
+
+
+def _mostly(usual: st.SearchStrategy, *odd: st.SearchStrategy) -> st.SearchStrategy:
+    """``usual`` four times in five, else one of ``odd``."""
+    return st.integers(0, 4).flatmap(lambda draw: usual if draw else st.one_of(*odd))
+
+
+_KINETO_EVENT = st.fixed_dictionaries(
+    {
+        "ph": _mostly(
+            st.sampled_from(["X", "f"]), st.sampled_from(["s", "i", "M", "x", "XX"]), st.none(), _TEXT
+        ),
+        "cat": _mostly(
+            st.sampled_from(["kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "ac2g", "cpu_op"]),
+            st.sampled_from(["Kernel", "ac2g ", ""]),
+            st.none(),
+            _TEXT,
+        ),
+        "name": _mostly(_TEXT, st.none()),
+        "pid": _mostly(_INT64 | _INTEGER_TEXT, _TEXT, st.none()),
+        "tid": _mostly(_INT64 | _INTEGER_TEXT, _TEXT, st.none()),
+        "ts": _mostly(_NUMBER, st.none(), _TEXT),
+        "dur": _mostly(_NUMBER, st.none(), _TEXT),
+        "id": _mostly(_INT64, st.none()),
+        "args": st.fixed_dictionaries(
+            {
+                "correlation": st.none() | _INT64,
+                "device": _mostly(st.integers(-(2**33), 2**33), st.none()),
+            },
+            optional={"External id": _INT64 | st.none(), "stream": _INT64 | st.none()},
+        ),
+    },
+)
+"""Events as Kineto writes them, with the values that decide what is kept: every phase and category
+the reduction tests, pids and tids as numbers or text (signs, leading zeros, past int64), devices
+past int32, missing or textual times, ids and correlation ids or none."""
+
+
+_EDGES = [
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": "-9223372036854775808", "tid": "+05", "ts": 1.5,
+     "dur": 2, "args": {"device": 2**31}},
+    {"ph": "X", "cat": "kernel", "pid": "9223372036854775808", "tid": "", "ts": 1, "dur": 2,
+     "args": {"correlation": 4}},
+    {"ph": "X", "cat": "cpu_op", "pid": 3, "tid": "-", "ts": 1, "dur": 2, "args": {"device": -(2**31)}},
+    {"ph": "f", "cat": "ac2g", "pid": "05", "tid": 7, "ts": 1.5, "id": 3},
+    {"ph": "f", "cat": "ac2g", "pid": 1, "tid": 1, "ts": 1},
+    {"ph": "X", "ts": "1", "dur": 2},
+    {"ph": "X", "ts": 1},
+]
+"""What the generated events might miss: the ends of int64 and int32, ids missing, times as text."""
+
+
+@_CASES
+@example(events=_EDGES, indent=False)
+@given(events=st.lists(st.one_of(_KINETO_EVENT, _EXPORTED), max_size=24), indent=st.booleans())
+def test_the_scanners_own_reduction_keeps_what_kineto_keeps_of_its_raw_events(
+    events: list, indent: bool
+) -> None:
+    text, start, end = _text(events, indent)
+    raw = columnar._scanned(text, start, end)
+    assert raw is not None
+
+    scanned = kineto._scan_slice(text, start, end)
+
+    expected = kineto._reduce(raw)
+    assert scanned is not None
+    assert scanned.events.equals(expected.events)
+    assert scanned.flows.equals(expected.flows)
+    assert scanned.untimed == expected.untimed
+
+
+def test_the_scanners_own_reduction_refuses_what_the_raw_scan_refuses() -> None:
+    text = b'{"traceEvents": [{"ph": "X", "name": 5, "ts": 1, "dur": 2}]}'
+    start = text.index(b"[") + 1
+
+    assert columnar._scanned(text, start, len(text) - 2) is None
+    assert kineto._scan_slice(text, start, len(text) - 2) is None

@@ -9,6 +9,12 @@
  * and the caller reads the text the general way, which gives the
  * same table or the error that explains the file.
  *
+ * scan_complete(text, start, end, gpu_categories) reads the same events and keeps only what
+ * tracekit.trace.kineto keeps of them, as two tables of columns: the complete events (ph "X" with a
+ * numeric ts and dur) and the ends of "ac2g" flow arrows, with the count of complete events left
+ * out for lack of a ts or dur. It is kineto's slice reduction (_reduce there) done during the scan,
+ * so no column of a dropped event is ever built; the property tests hold the two equal.
+ *
  * Field rules (those of read_objects): ph, cat and name are text or null; pid and tid are text,
  * an integer written as its decimal digits, null for anything else; ts and dur are numbers or null;
  * id and the args' correlation, "External id", device and stream are int64, null for a fraction,
@@ -60,7 +66,7 @@ typedef struct {
     int64_t nulls;
 } Column;
 
-enum { TEXT, FLOAT64, INT64 };
+enum { TEXT, FLOAT64, INT64, INT32 };
 
 enum {
     COL_PH, COL_CAT, COL_NAME, COL_PID, COL_TID, COL_TS, COL_DUR,
@@ -74,6 +80,35 @@ static const char *COLUMN_NAMES[N_COLUMNS] = {
 static const int COLUMN_KINDS[N_COLUMNS] = {
     TEXT, TEXT, TEXT, TEXT, TEXT, FLOAT64, FLOAT64, INT64, INT64, INT64, INT64, INT64,
 };
+
+/* scan_complete's tables: a complete event's columns (kineto's slice events) and a flow end's. */
+enum {
+    EV_CAT, EV_NAME, EV_PID, EV_TID, EV_TS, EV_DUR, EV_CORRELATION, EV_EXTERNAL_ID, EV_DEVICE, EV_STREAM,
+    EV_RAW_PID, EV_RAW_TID, EV_RAW_TS, N_EVENT_COLUMNS
+};
+static const char *EVENT_NAMES[N_EVENT_COLUMNS] = {
+    "cat", "name", "pid", "tid", "ts", "dur", "correlation", "external_id", "device", "stream",
+    "_pid", "_tid", "_ts",
+};
+static const int EVENT_KINDS[N_EVENT_COLUMNS] = {
+    TEXT, TEXT, INT64, INT64, FLOAT64, FLOAT64, INT64, INT64, INT32, INT64, TEXT, TEXT, FLOAT64,
+};
+enum { FL_PID, FL_TID, FL_TS, FL_FLOW, N_FLOW_COLUMNS };
+static const char *FLOW_NAMES[N_FLOW_COLUMNS] = {"_pid", "_tid", "_ts", "_flow"};
+static const int FLOW_KINDS[N_FLOW_COLUMNS] = {TEXT, TEXT, FLOAT64, INT64};
+
+#define MAX_COLUMNS N_EVENT_COLUMNS
+
+/* Columns filled row by row, with their names and kinds. */
+typedef struct {
+    Column columns[MAX_COLUMNS];
+    const char *const *names;
+    const int *kinds;
+    int width;
+    Py_ssize_t rows;
+} Table;
+
+#define MAX_GPU_CATEGORIES 16
 
 /* One event's fields while its object is read: a span of the text (or of scratch, for text that
  * held escapes), a number, or null. */
@@ -90,8 +125,12 @@ typedef struct {
 typedef struct {
     const unsigned char *at, *end, *start;
     Buffer scratch; /* unescaped text of the current event's fields */
-    Column columns[N_COLUMNS];
-    Py_ssize_t rows;
+    int complete;   /* scan_complete: rows go to `events` and `flows`; else every event to `raw` */
+    Table raw, events, flows;
+    Py_ssize_t untimed; /* complete events without a numeric ts or dur, left out */
+    const char *gpu_categories[MAX_GPU_CATEGORIES];
+    Py_ssize_t gpu_category_lengths[MAX_GPU_CATEGORIES];
+    int n_gpu_categories;
 } Scanner;
 
 static int fail(Scanner *s, const char *why) {
@@ -594,33 +633,139 @@ static int set_valid(Column *column, Py_ssize_t row, int valid) {
     return 0;
 }
 
-static int append_row(Scanner *s, Field *fields) {
-    for (int c = 0; c < N_COLUMNS; c++) {
-        Column *column = &s->columns[c];
-        Field *field = &fields[c];
-        if (set_valid(column, s->rows, field->present) < 0) return -1;
-        switch (COLUMN_KINDS[c]) {
-        case TEXT: {
-            if (field->present) {
-                const char *text = field->in_scratch ? s->scratch.data + field->scratch_offset : field->text;
-                if (buffer_append(&column->data, text, field->length) < 0) return -1;
-            }
-            int64_t offset = (int64_t)column->data.size;
-            if (buffer_append(&column->offsets, &offset, sizeof offset) < 0) return -1;
-            break;
-        }
-        case FLOAT64: {
-            double value = field->present ? field->number : 0.0;
-            if (buffer_append(&column->data, &value, sizeof value) < 0) return -1;
-            break;
-        }
-        default: {
-            int64_t value = field->present ? field->integer : 0;
-            if (buffer_append(&column->data, &value, sizeof value) < 0) return -1;
-        }
-        }
+static int put_text(Column *column, Py_ssize_t row, const char *text, size_t length, int valid) {
+    if (set_valid(column, row, valid) < 0) return -1;
+    if (valid && buffer_append(&column->data, text, length) < 0) return -1;
+    int64_t offset = (int64_t)column->data.size;
+    return buffer_append(&column->offsets, &offset, sizeof offset);
+}
+
+static int put_double(Column *column, Py_ssize_t row, double value, int valid) {
+    if (set_valid(column, row, valid) < 0) return -1;
+    if (!valid) value = 0.0;
+    return buffer_append(&column->data, &value, sizeof value);
+}
+
+static int put_int64(Column *column, Py_ssize_t row, int64_t value, int valid) {
+    if (set_valid(column, row, valid) < 0) return -1;
+    if (!valid) value = 0;
+    return buffer_append(&column->data, &value, sizeof value);
+}
+
+static int put_int32(Column *column, Py_ssize_t row, int64_t value, int valid) {
+    if (set_valid(column, row, valid) < 0) return -1;
+    int32_t narrow = valid ? (int32_t)value : 0;
+    return buffer_append(&column->data, &narrow, sizeof narrow);
+}
+
+static const char *field_text(Scanner *s, const Field *field) {
+    return field->in_scratch ? s->scratch.data + field->scratch_offset : field->text;
+}
+
+static int field_is(Scanner *s, const Field *field, const char *text, size_t length) {
+    return field->present && field->length == length && memcmp(field_text(s, field), text, length) == 0;
+}
+
+/* The integer polars' non-strict cast reads from text: an optional sign, then one or more ASCII
+ * digits, within int64; 0 (null) for anything else. */
+static int text_integer(const char *p, size_t n, int64_t *out) {
+    size_t i = 0;
+    int negative = 0;
+    if (n > 0 && (p[0] == '+' || p[0] == '-')) {
+        negative = p[0] == '-';
+        i = 1;
     }
-    s->rows++;
+    if (i == n) return 0;
+    uint64_t magnitude = 0;
+    for (; i < n; i++) {
+        unsigned d = (unsigned char)p[i] - '0';
+        if (d > 9 || magnitude > (UINT64_MAX - d) / 10) return 0;
+        magnitude = magnitude * 10 + d;
+    }
+    if (negative ? magnitude > (uint64_t)INT64_MAX + 1 : magnitude > (uint64_t)INT64_MAX) return 0;
+    *out = negative ? (int64_t)(0 - magnitude) : (int64_t)magnitude;
+    return 1;
+}
+
+static int put_field_text(Scanner *s, Column *column, Py_ssize_t row, const Field *field, int valid) {
+    valid = valid && field->present;
+    return put_text(column, row, valid ? field_text(s, field) : NULL, valid ? field->length : 0, valid);
+}
+
+static int put_field_integer_of_text(Scanner *s, Column *column, Py_ssize_t row, const Field *field) {
+    int64_t value = 0;
+    int valid = field->present && text_integer(field_text(s, field), field->length, &value);
+    return put_int64(column, row, value, valid);
+}
+
+/* Every field of the event, as read, into `raw`. */
+static int append_raw(Scanner *s, Field *fields) {
+    Table *t = &s->raw;
+    for (int c = 0; c < N_COLUMNS; c++) {
+        Field *field = &fields[c];
+        int status;
+        switch (COLUMN_KINDS[c]) {
+        case TEXT: status = put_field_text(s, &t->columns[c], t->rows, field, 1); break;
+        case FLOAT64: status = put_double(&t->columns[c], t->rows, field->number, field->present); break;
+        default: status = put_int64(&t->columns[c], t->rows, field->integer, field->present);
+        }
+        if (status < 0) return -1;
+    }
+    t->rows++;
+    return 0;
+}
+
+static int is_gpu_category(Scanner *s, const Field *cat) {
+    for (int i = 0; i < s->n_gpu_categories; i++)
+        if (field_is(s, cat, s->gpu_categories[i], (size_t)s->gpu_category_lengths[i])) return 1;
+    return 0;
+}
+
+/* What kineto keeps of the event (its _reduce): a complete event with a numeric ts and dur into
+ * `events`, an "ac2g" flow end with an id into `flows`; a complete event without ts or dur counted. */
+static int append_complete(Scanner *s, Field *fields) {
+    Field *ph = &fields[COL_PH], *cat = &fields[COL_CAT];
+    if (field_is(s, ph, "X", 1)) {
+        if (!fields[COL_TS].present || !fields[COL_DUR].present) {
+            s->untimed++;
+            return 0;
+        }
+        Table *t = &s->events;
+        Py_ssize_t row = t->rows;
+        Column *c = t->columns;
+        Field *device = &fields[COL_DEVICE];
+        int unlinked = is_gpu_category(s, cat) && !fields[COL_CORRELATION].present;
+        int narrow = device->present && device->integer >= INT32_MIN && device->integer <= INT32_MAX;
+        static const char empty[1] = "";
+        if (put_text(&c[EV_CAT], row, cat->present ? field_text(s, cat) : empty, cat->present ? cat->length : 0, 1) < 0 ||
+            put_text(&c[EV_NAME], row, fields[COL_NAME].present ? field_text(s, &fields[COL_NAME]) : empty,
+                     fields[COL_NAME].present ? fields[COL_NAME].length : 0, 1) < 0 ||
+            put_field_integer_of_text(s, &c[EV_PID], row, &fields[COL_PID]) < 0 ||
+            put_field_integer_of_text(s, &c[EV_TID], row, &fields[COL_TID]) < 0 ||
+            put_double(&c[EV_TS], row, fields[COL_TS].number, 1) < 0 ||
+            put_double(&c[EV_DUR], row, fields[COL_DUR].number, 1) < 0 ||
+            put_int64(&c[EV_CORRELATION], row, fields[COL_CORRELATION].integer, fields[COL_CORRELATION].present) < 0 ||
+            put_int64(&c[EV_EXTERNAL_ID], row, fields[COL_EXTERNAL_ID].integer, fields[COL_EXTERNAL_ID].present) < 0 ||
+            put_int32(&c[EV_DEVICE], row, device->integer, narrow) < 0 ||
+            put_int64(&c[EV_STREAM], row, fields[COL_STREAM].integer, fields[COL_STREAM].present) < 0 ||
+            put_field_text(s, &c[EV_RAW_PID], row, &fields[COL_PID], unlinked) < 0 ||
+            put_field_text(s, &c[EV_RAW_TID], row, &fields[COL_TID], unlinked) < 0 ||
+            put_double(&c[EV_RAW_TS], row, fields[COL_TS].number, unlinked) < 0)
+            return -1;
+        t->rows++;
+        return 0;
+    }
+    if (field_is(s, ph, "f", 1) && field_is(s, cat, "ac2g", 4) && fields[COL_ID].present) {
+        Table *t = &s->flows;
+        Py_ssize_t row = t->rows;
+        Column *c = t->columns;
+        if (put_field_text(s, &c[FL_PID], row, &fields[COL_PID], 1) < 0 ||
+            put_field_text(s, &c[FL_TID], row, &fields[COL_TID], 1) < 0 ||
+            put_double(&c[FL_TS], row, fields[COL_TS].number, fields[COL_TS].present) < 0 ||
+            put_int64(&c[FL_FLOW], row, fields[COL_ID].integer, 1) < 0)
+            return -1;
+        t->rows++;
+    }
     return 0;
 }
 
@@ -630,7 +775,7 @@ static int read_event(Scanner *s) {
     s->scratch.size = 0;
     s->at++; /* '{' */
     if (read_members(s, fields, 0) < 0) return -1;
-    return append_row(s, fields);
+    return s->complete ? append_complete(s, fields) : append_raw(s, fields);
 }
 
 static int scan_events(Scanner *s) {
@@ -685,7 +830,7 @@ struct ArrowArray {
     void *private_data;
 };
 
-static const char *ARROW_FORMATS[] = {[TEXT] = "U", [FLOAT64] = "g", [INT64] = "l"}; /* large utf8, double, int64 */
+static const char *ARROW_FORMATS[] = {[TEXT] = "U", [FLOAT64] = "g", [INT64] = "l", [INT32] = "i"}; /* large utf8, double, int64, int32 */
 
 /* Give back a buffer's unused capacity before it is handed over, since a consumer may keep it long. */
 static void buffer_shrink(Buffer *b) {
@@ -723,7 +868,8 @@ static void release_array(struct ArrowArray *array) {
 typedef struct {
     PyObject_HEAD
     Column column;
-    int index; /* which of COLUMN_NAMES */
+    const char *name;
+    int kind; /* TEXT, FLOAT64, INT64 or INT32 */
     int64_t rows;
     int exported;
 } EventColumn;
@@ -756,7 +902,7 @@ static struct ArrowArray *export_array(EventColumn *self) {
     buffer_shrink(&column->data);
     buffer_shrink(&column->offsets);
     exported->buffers[0] = column->nulls ? column->validity.data : NULL;
-    if (COLUMN_KINDS[self->index] == TEXT) {
+    if (self->kind == TEXT) {
         exported->buffers[1] = column->offsets.data;
         exported->buffers[2] = column->data.data;
         array->n_buffers = 3;
@@ -782,8 +928,8 @@ static PyObject *EventColumn_arrow_c_array(EventColumn *self, PyObject *args, Py
     }
     struct ArrowSchema *schema = calloc(1, sizeof *schema);
     if (schema == NULL) return PyErr_NoMemory();
-    schema->format = ARROW_FORMATS[COLUMN_KINDS[self->index]];
-    schema->name = COLUMN_NAMES[self->index];
+    schema->format = ARROW_FORMATS[self->kind];
+    schema->name = self->name;
     schema->flags = ARROW_FLAG_NULLABLE;
     schema->release = release_schema;
     PyObject *schema_capsule = PyCapsule_New(schema, "arrow_schema", capsule_release_schema);
@@ -829,24 +975,54 @@ static PyTypeObject EventColumnType = {
 
 /* ---------- Python ---------- */
 
-/* {name: EventColumn} of a finished scan; its columns move into the objects. */
-static PyObject *columns_dict(Scanner *s) {
+/* {name: EventColumn} of a finished table; its columns move into the objects. */
+static PyObject *columns_dict(Table *t) {
     PyObject *columns = PyDict_New();
-    for (int c = 0; c < N_COLUMNS && columns != NULL; c++) {
+    for (int c = 0; c < t->width && columns != NULL; c++) {
         EventColumn *column = PyObject_New(EventColumn, &EventColumnType);
         if (column == NULL) {
             Py_CLEAR(columns);
             break;
         }
-        column->column = s->columns[c];
-        memset(&s->columns[c], 0, sizeof s->columns[c]);
-        column->index = c;
-        column->rows = s->rows;
+        column->column = t->columns[c];
+        memset(&t->columns[c], 0, sizeof t->columns[c]);
+        column->name = t->names[c];
+        column->kind = t->kinds[c];
+        column->rows = t->rows;
         column->exported = 0;
-        if (PyDict_SetItemString(columns, COLUMN_NAMES[c], (PyObject *)column) < 0) Py_CLEAR(columns);
+        if (PyDict_SetItemString(columns, t->names[c], (PyObject *)column) < 0) Py_CLEAR(columns);
         Py_DECREF(column);
     }
     return columns;
+}
+
+/* Every buffer allocated, even with no rows. */
+static int table_init(Table *t, const char *const *names, const int *kinds, int width) {
+    t->names = names;
+    t->kinds = kinds;
+    t->width = width;
+    int64_t zero = 0;
+    for (int c = 0; c < width; c++) {
+        Column *column = &t->columns[c];
+        if (buffer_reserve(&column->validity, 1) < 0 || buffer_reserve(&column->data, 8) < 0) return -1;
+        if (kinds[c] == TEXT && buffer_append(&column->offsets, &zero, sizeof zero) < 0) return -1;
+    }
+    return 0;
+}
+
+static void table_free(Table *t) {
+    for (int c = 0; c < MAX_COLUMNS; c++) column_free(&t->columns[c]);
+}
+
+/* The events array text[start:end] through the scanner `s` (its tables ready); -1 with an error set. */
+static int run_scan(Scanner *s, Py_buffer *view, Py_ssize_t start, Py_ssize_t end) {
+    if (start < 0 || end < start || end > view->len) {
+        PyErr_SetString(PyExc_ValueError, "start and end must lie within the text");
+        return -1;
+    }
+    s->start = s->at = (const unsigned char *)view->buf + start;
+    s->end = (const unsigned char *)view->buf + end;
+    return scan_events(s);
 }
 
 static PyObject *scan(PyObject *module, PyObject *args) {
@@ -854,35 +1030,67 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     Py_ssize_t start, end;
     (void)module;
     if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &end)) return NULL;
-    if (start < 0 || end < start || end > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "start and end must lie within the text");
-        return NULL;
-    }
     Scanner s;
     memset(&s, 0, sizeof s);
-    s.start = s.at = (const unsigned char *)view.buf + start;
-    s.end = (const unsigned char *)view.buf + end;
-    int64_t zero = 0;
-    int status = 0;
-    for (int c = 0; c < N_COLUMNS && status == 0; c++) { /* every buffer allocated, even with no rows */
-        Column *column = &s.columns[c];
-        status = buffer_reserve(&column->validity, 1) | buffer_reserve(&column->data, 8);
-        if (status == 0 && COLUMN_KINDS[c] == TEXT) status = buffer_append(&column->offsets, &zero, sizeof zero);
-    }
-    if (status == 0) status = scan_events(&s);
+    int status = table_init(&s.raw, COLUMN_NAMES, COLUMN_KINDS, N_COLUMNS);
+    if (status == 0) status = run_scan(&s, &view, start, end);
     PyBuffer_Release(&view);
     free(s.scratch.data);
-    PyObject *columns = status < 0 ? NULL : columns_dict(&s);
-    for (int c = 0; c < N_COLUMNS; c++) column_free(&s.columns[c]); /* those not moved */
+    PyObject *columns = status < 0 ? NULL : columns_dict(&s.raw);
+    table_free(&s.raw); /* the columns not moved */
     if (columns == NULL) return NULL;
-    return Py_BuildValue("(nN)", (Py_ssize_t)s.rows, columns);
+    return Py_BuildValue("(nN)", s.raw.rows, columns);
+}
+
+/* The GPU categories (a tuple of str) into `s`: pointers into the str objects, which the caller holds. */
+static int set_gpu_categories(Scanner *s, PyObject *categories) {
+    if (!PyTuple_Check(categories) || PyTuple_GET_SIZE(categories) > MAX_GPU_CATEGORIES) {
+        PyErr_Format(PyExc_ValueError, "gpu_categories must be a tuple of at most %d str", MAX_GPU_CATEGORIES);
+        return -1;
+    }
+    s->n_gpu_categories = (int)PyTuple_GET_SIZE(categories);
+    for (int i = 0; i < s->n_gpu_categories; i++) {
+        s->gpu_categories[i] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(categories, i), &s->gpu_category_lengths[i]);
+        if (s->gpu_categories[i] == NULL) return -1;
+    }
+    return 0;
+}
+
+static PyObject *scan_complete(PyObject *module, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    PyObject *categories;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "y*nnO", &view, &start, &end, &categories)) return NULL;
+    Scanner s;
+    memset(&s, 0, sizeof s);
+    s.complete = 1;
+    int status = set_gpu_categories(&s, categories);
+    if (status == 0) status = table_init(&s.events, EVENT_NAMES, EVENT_KINDS, N_EVENT_COLUMNS);
+    if (status == 0) status = table_init(&s.flows, FLOW_NAMES, FLOW_KINDS, N_FLOW_COLUMNS);
+    if (status == 0) status = run_scan(&s, &view, start, end);
+    PyBuffer_Release(&view);
+    free(s.scratch.data);
+    PyObject *result = NULL;
+    if (status == 0) {
+        PyObject *events = columns_dict(&s.events);
+        PyObject *flows = events == NULL ? NULL : columns_dict(&s.flows);
+        if (flows == NULL) Py_XDECREF(events);
+        else result = Py_BuildValue("(nNnNn)", s.events.rows, events, s.flows.rows, flows, s.untimed);
+    }
+    table_free(&s.events);
+    table_free(&s.flows);
+    return result;
 }
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_VARARGS,
      "scan(text, start, end) -> (rows, {name: EventColumn}): the events array text[start:end] as Arrow "
      "columns; Unsupported when it is not read exactly."},
+    {"scan_complete", scan_complete, METH_VARARGS,
+     "scan_complete(text, start, end, gpu_categories) -> (rows, {name: EventColumn}, flow_rows, "
+     "{name: EventColumn}, untimed): the complete events and ac2g flow ends of text[start:end], as "
+     "tracekit.trace.kineto keeps them; Unsupported when it is not read exactly."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,7 +9,9 @@ pass, in parts of ``_SCAN_BYTES`` each reduced before the next (a plain file of
 Arrow buffers that polars takes over without a copy, about as fast as a typed decode makes Python
 objects and with no object per event; it is strict, and anything it does not read exactly as
 ``read_objects`` would (text in an integer field, a name that is not text, malformed JSON) leaves
-the text to the next reader. The native reader cuts the ``traceEvents`` array into slices of
+the text to the next reader. Given the caller's own reduction of a part (``scan``; kineto's is
+``scan_complete``), the scanner keeps only the complete events and flow ends while it reads, so no
+column of a dropped event is built. The native reader cuts the ``traceEvents`` array into slices of
 whole events and decodes only those fields of each, straight into Arrow columns, on a few threads:
 it is several times faster than building Python dicts and its memory is the file plus the narrow
 columns, not one Python object per value. Integer fields decode as integers (a slice where one is
@@ -44,6 +46,8 @@ except ImportError:  # installed without a C compiler: polars' reader does the w
     _eventscan = None
 
 T = TypeVar("T")
+Buffer = bytes | bytearray
+"""Trace text: a whole file's bytes, or a part read from disk into a reused buffer."""
 
 RAW_SCHEMA: dict[str, pl.DataType] = {
     "ph": pl.String(),
@@ -175,7 +179,7 @@ def _raw(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _scanned(text: bytes, start: int, end: int) -> pl.DataFrame | None:
+def _scanned(text: Buffer, start: int, end: int) -> pl.DataFrame | None:
     """The events of ``text[start:end]`` in ``RAW_SCHEMA`` by the event scanner; None when it is
     not built or does not read them exactly. Its columns come over the Arrow C data interface."""
     if _eventscan is None:
@@ -189,11 +193,51 @@ def _scanned(text: bytes, start: int, end: int) -> pl.DataFrame | None:
     return frame
 
 
+def scan_complete(
+    text: Buffer, start: int, end: int, gpu_categories: tuple[str, ...]
+) -> tuple[pl.DataFrame, pl.DataFrame, int] | None:
+    """(complete events, ``ac2g`` flow ends, complete events without a numeric ts or dur) of
+    ``text[start:end]`` by the event scanner, as ``tracekit.trace.kineto`` keeps them (its slice
+    reduction, done while scanning: no column of a dropped event is built); None when it is not
+    built or does not read them exactly. ``gpu_categories``: the categories whose events without a
+    correlation id keep their raw ``pid``, ``tid`` and ``ts`` (``_pid``, ``_tid``, ``_ts``)."""
+    if _eventscan is None:
+        return None
+    try:
+        rows, events, flow_rows, flows, untimed = _eventscan.scan_complete(text, start, end, gpu_categories)
+    except _eventscan.Unsupported:
+        return None
+    events_frame = pl.DataFrame([pl.Series(column) for column in events.values()])
+    flows_frame = pl.DataFrame([pl.Series(column) for column in flows.values()])
+    assert events_frame.height == rows and flows_frame.height == flow_rows
+    return events_frame, flows_frame, untimed
+
+
+def _scan_part(
+    text: Buffer,
+    start: int,
+    end: int,
+    reduce: Callable[[pl.DataFrame], T],
+    scan: Callable[[Buffer, int, int], T | None] | None,
+) -> T | None:
+    """``text[start:end]`` reduced: by ``scan`` (the scanner's own reduction) when given, else the
+    scanner's raw events through ``reduce``; None when the scanner cannot read them exactly."""
+    if scan is not None:
+        return scan(text, start, end)
+    scanned = _scanned(text, start, end)
+    return None if scanned is None else reduce(scanned)
+
+
 def _scanned_in_parts(
-    text: bytes, start: int, end: int, reduce: Callable[[pl.DataFrame], T]
+    text: bytes,
+    start: int,
+    end: int,
+    reduce: Callable[[pl.DataFrame], T],
+    scan: Callable[[Buffer, int, int], T | None] | None = None,
 ) -> list[T] | None:
-    """``reduce`` of the scanner's events of each part of ``text[start:end]`` (``_SCAN_BYTES``), in order;
-    None when the scanner cannot read them exactly.
+    """``reduce`` of the scanner's events of each part of ``text[start:end]`` (``_SCAN_BYTES``), in order
+    (``scan`` of each part instead, when given: ``_scan_part``); None when the scanner cannot read them
+    exactly.
 
     A cut is only a candidate: a '},{' between two objects nested in one event ends its part inside
     that event, which the scanner refuses (an unterminated object). From the first part it refuses,
@@ -201,24 +245,28 @@ def _scanned_in_parts(
     """
     reduced: list[T] = []
     for part_start, part_end in _slices(text, start, end, _SCAN_BYTES):
-        scanned = _scanned(text, part_start, part_end)
-        if scanned is None:
-            rest = _scanned(text, part_start, end) if part_end < end else None
+        part = _scan_part(text, part_start, part_end, reduce, scan)
+        if part is None:
+            rest = _scan_part(text, part_start, end, reduce, scan) if part_end < end else None
             if rest is None:
                 return None
-            reduced.append(reduce(rest))
+            reduced.append(rest)
             return reduced
-        reduced.append(reduce(scanned))
-        del scanned
+        reduced.append(part)
+        del part
     return reduced
 
 
 def read_columnar_file(
-    handle: BinaryIO, size: int, reduce: Callable[[pl.DataFrame], T]
+    handle: BinaryIO,
+    size: int,
+    reduce: Callable[[pl.DataFrame], T],
+    scan: Callable[[Buffer, int, int], T | None] | None = None,
 ) -> tuple[dict[str, Any], list[T], bytes, bytes] | None:
     """(header, ``reduce`` of each part's raw events, the file's first and last ``_EDGE_BYTES``) of
     the plain JSON trace open in ``handle`` (``size`` bytes), read from disk one part at a time;
     None when the event scanner cannot read it so (then read the text whole: ``read_columnar``).
+    ``scan``, when given, reduces each part in place of a raw scan and ``reduce`` (``_scan_part``).
 
     The same parts, cuts and table as ``read_columnar`` on the whole text, but the text in memory is
     one part (about ``_SCAN_BYTES``) at a time, not the file: a rank's peak memory no longer grows
@@ -242,41 +290,45 @@ def read_columnar_file(
     header = {key: header[key] for key in _HEADER_SCHEMA if key in header}
     reduced: list[T] = []
     start = body_start
+    buffer = bytearray()
     while start < body_end:
-        part = _part_from_disk(fd, start, body_end)
-        if part is None:
+        read = _part_from_disk(fd, start, body_end, buffer)
+        if read is None:
             return None
-        text, length, advance = part
-        scanned = _scanned(text, 0, length)
-        if scanned is None:  # a cut between nested objects, or what the scanner refuses: the rest at once
+        buffer, length, advance = read
+        part = _scan_part(buffer, 0, length, reduce, scan)
+        if part is None:  # a cut between nested objects, or what the scanner refuses: the rest at once
             rest = os.pread(fd, body_end - start, start)
-            scanned = _scanned(rest, 0, len(rest)) if len(rest) == body_end - start else None
-            if scanned is None:
+            part = _scan_part(rest, 0, len(rest), reduce, scan) if len(rest) == body_end - start else None
+            if part is None:
                 return None
-            reduced.append(reduce(scanned))
+            reduced.append(part)
             break
-        del text
-        reduced.append(reduce(scanned))
-        del scanned
+        reduced.append(part)
+        del part
         start += advance
     return header, reduced or [reduce(pl.DataFrame(schema=RAW_SCHEMA))], head, tail
 
 
-def _part_from_disk(fd: int, start: int, end: int) -> tuple[bytes, int, int] | None:
-    """(text read from ``start``, the part's length in it, where the next part starts, relative):
-    the text up to the first cut past ``_SCAN_BYTES``, or up to ``end``; None when the file is
-    shorter than it was or no cut lies within ``_MAX_SLICE_BYTES``."""
+def _part_from_disk(fd: int, start: int, end: int, buffer: bytearray) -> tuple[bytearray, int, int] | None:
+    """(the text read from ``start`` into ``buffer``, or into a larger one when it is too small; the
+    part's length in it; where the next part starts, relative): the text up to the first cut past
+    ``_SCAN_BYTES``, or up to ``end``; None when the file is shorter than it was or no cut lies
+    within ``_MAX_SLICE_BYTES``. One buffer serves every part of a file (the scanner copies what it
+    keeps): a new one for each part would have the kernel map and zero thousands of pages again."""
     reach = _SCAN_BYTES + _CUT_BYTES
     while True:
         wanted = min(reach, end - start)
-        text = os.pread(fd, wanted, start)
-        if len(text) != wanted:
-            return None
+        if len(buffer) < wanted:
+            buffer = bytearray(wanted)
+        with memoryview(buffer) as whole, whole[:wanted] as view:
+            if os.preadv(fd, [view], start) != wanted:
+                return None
         if start + wanted >= end:
-            return text, wanted, wanted
-        match = _BETWEEN_EVENTS.search(text, _SCAN_BYTES)
+            return buffer, wanted, wanted
+        match = _BETWEEN_EVENTS.search(buffer, _SCAN_BYTES, wanted)
         if match is not None:
-            return text, match.start() + 1, match.end() - 1
+            return buffer, match.start() + 1, match.end() - 1
         if reach >= _MAX_SLICE_BYTES:
             return None
         reach *= 2
@@ -318,8 +370,13 @@ def _decoded(text: bytes, slices: list[tuple[int, int]]) -> Iterator[tuple[pl.Da
                 future.cancel()
 
 
-def read_columnar(text: bytes, reduce: Callable[[pl.DataFrame], T]) -> tuple[dict[str, Any], list[T]] | None:
-    """(header, ``reduce`` of consecutive slices' raw events) by polars' JSON reader; None when the text does not fit it.
+def read_columnar(
+    text: bytes,
+    reduce: Callable[[pl.DataFrame], T],
+    scan: Callable[[Buffer, int, int], T | None] | None = None,
+) -> tuple[dict[str, Any], list[T]] | None:
+    """(header, ``reduce`` of consecutive slices' raw events) by the event scanner (its parts reduced
+    by ``scan`` when given), else polars' JSON reader; None when the text does not fit either.
 
     ``reduce`` runs on each run of decoded slices covering about ``_REDUCE_BYTES`` of text, as soon
     as they are decoded, so only reduced events are kept. A cut is only a candidate (``},{`` may
@@ -336,7 +393,7 @@ def read_columnar(text: bytes, reduce: Callable[[pl.DataFrame], T]) -> tuple[dic
     header = {key: header[key] for key in _HEADER_SCHEMA if key in header}
     if _NOT_BLANK.search(text, body_start, body_end) is None:  # no copy of the body to strip it
         return header, [reduce(pl.DataFrame(schema=RAW_SCHEMA))]
-    scanned = _scanned_in_parts(text, body_start, body_end, reduce)
+    scanned = _scanned_in_parts(text, body_start, body_end, reduce, scan)
     if scanned is not None:
         return header, scanned
 

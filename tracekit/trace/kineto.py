@@ -25,7 +25,14 @@ import polars as pl
 
 from collectors.aside import run_id_in
 from tracekit.errors import TracekitError
-from tracekit.trace.columnar import FROM_DISK_BYTES, read_columnar, read_columnar_file, read_objects
+from tracekit.trace.columnar import (
+    FROM_DISK_BYTES,
+    Buffer,
+    read_columnar,
+    read_columnar_file,
+    read_objects,
+    scan_complete,
+)
 from tracekit.trace.schema import EVENT_SCHEMA
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -156,7 +163,10 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-_GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
+_GPU_CATEGORY_NAMES = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+"""Categories of work that runs on a GPU: an event of one without a correlation id is tied to its
+launch by its ``ac2g`` flow arrow."""
+_GPU_CATEGORIES = frozenset(_GPU_CATEGORY_NAMES)
 _ABSOLUTE_US = 10**15
 """A ``ts`` above this (µs, late 2001 as an epoch time) is already absolute, not relative to a base."""
 _LATEST_NS = 4_102_444_800 * 10**9
@@ -210,6 +220,44 @@ class _Slice:
     """``ac2g`` flow ends: raw ``pid``, ``tid``, ``ts`` and the flow ``id``."""
     untimed: int
     """Complete events whose ``ts`` or ``dur`` is missing or not a number (text, say): left out."""
+
+
+_SLICE_EVENTS_SCHEMA: dict[str, pl.DataType] = {
+    "cat": pl.String(),
+    "name": pl.String(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "ts": pl.Float64(),
+    "dur": pl.Float64(),
+    "correlation": pl.Int64(),
+    "external_id": pl.Int64(),
+    "device": pl.Int32(),
+    "stream": pl.Int64(),
+    "_pid": pl.String(),
+    "_tid": pl.String(),
+    "_ts": pl.Float64(),
+}
+"""``_Slice.events``' columns, in order (``_reduce``'s and the scanner's ``scan_complete``'s)."""
+_FLOWS_SCHEMA: dict[str, pl.DataType] = {
+    "_pid": pl.String(),
+    "_tid": pl.String(),
+    "_ts": pl.Float64(),
+    "_flow": pl.Int64(),
+}
+"""``_Slice.flows``' columns."""
+
+
+def _scan_slice(text: Buffer, start: int, end: int) -> _Slice | None:
+    """``_reduce`` of the events of ``text[start:end]``, done by the event scanner while it reads them
+    (``scan_complete``: the same table, no raw column of a dropped event built); None when the scanner
+    is not built or does not read them exactly."""
+    scanned = scan_complete(text, start, end, _GPU_CATEGORY_NAMES)
+    if scanned is None:
+        return None
+    events, flows, untimed = scanned
+    assert list(events.schema.items()) == list(_SLICE_EVENTS_SCHEMA.items())
+    assert list(flows.schema.items()) == list(_FLOWS_SCHEMA.items())
+    return _Slice(events, flows, untimed)
 
 
 def _reduce(raw: pl.DataFrame) -> _Slice:
@@ -267,7 +315,7 @@ def _read_from_disk(path: Path) -> tuple[dict[str, Any], list[_Slice], bytes, by
             size = os.fstat(handle.fileno()).st_size
             if size < FROM_DISK_BYTES or size > max_trace_bytes() or handle.read(2) == _GZIP_MAGIC:
                 return None
-            return read_columnar_file(handle, size, _reduce)
+            return read_columnar_file(handle, size, _reduce, _scan_slice)
     except OSError:
         return None
 
@@ -281,7 +329,7 @@ def read_trace(path: Path) -> tuple[pl.DataFrame, TraceInfo]:
     else:
         text = read_bytes(path)
         run_id = run_id_in(memoryview(text), memoryview(text))
-        parsed = read_columnar(text, _reduce)
+        parsed = read_columnar(text, _reduce, _scan_slice)
         if parsed is None:
             header, raw = read_objects(text, path)
             parsed = header, [_reduce(raw)]
