@@ -163,10 +163,9 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-_GPU_CATEGORY_NAMES = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+_GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 """Categories of work that runs on a GPU: an event of one without a correlation id is tied to its
 launch by its ``ac2g`` flow arrow."""
-_GPU_CATEGORIES = frozenset(_GPU_CATEGORY_NAMES)
 _ABSOLUTE_US = 10**15
 """A ``ts`` above this (µs, late 2001 as an epoch time) is already absolute, not relative to a base."""
 _LATEST_NS = 4_102_444_800 * 10**9
@@ -251,7 +250,7 @@ def _scan_slice(text: Buffer, start: int, end: int) -> _Slice | None:
     """``_reduce`` of the events of ``text[start:end]``, done by the event scanner while it reads them
     (``scan_complete``: the same table, no raw column of a dropped event built); None when the scanner
     is not built or does not read them exactly."""
-    scanned = scan_complete(text, start, end, _GPU_CATEGORY_NAMES)
+    scanned = scan_complete(text, start, end, _GPU_CATEGORIES)
     if scanned is None:
         return None
     events, flows, untimed = scanned
