@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analysis import intervals
-from tracekit.analysis.intervals import covered_by, intersect_spans, merge_spans, overlap_ns, subtract_spans
+from tracekit.analysis.intervals import (
+    covered_by,
+    covered_ns,
+    intersect_spans,
+    merge_spans,
+    overlap_ns,
+    subtract_spans,
+)
+
+
+@pytest.fixture(autouse=True, params=["compiled pass", "polars queries"])
+def union_road(request, monkeypatch) -> str:
+    """Every test on each road of a union: the polars one is what runs where ``_spans`` is not built."""
+    if request.param == "polars queries":
+        monkeypatch.setattr(intervals, "_spans", None)
+    return request.param
+
+
+def test_the_compiled_union_is_built() -> None:
+    built = importlib.util.find_spec("tracekit.analysis._spans")
+    assert built, "tracekit/analysis/_spans.c was not compiled at install"
+
 
 spans = st.lists(
     st.tuples(st.integers(0, 1), st.integers(0, 60), st.integers(0, 15)).map(
@@ -151,3 +174,20 @@ def test_spans_of_several_keys_merge_per_key_in_key_order(rows) -> None:
         points = {t for start, end in own for t in range(start, end)}
         assert {t for start, end in found for t in range(start, end)} == points
         assert all(end < next_start for (_, end), (next_start, _) in zip(found, found[1:]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=spans, grouped=st.booleans())
+def test_covered_time_is_the_count_of_covered_instants(rows, grouped) -> None:
+    frame = _frame(rows) if grouped else _frame(rows).drop("group")
+
+    covered = covered_ns(frame, ["group"] if grouped else [])
+
+    if grouped:
+        expected = {group: len(_points(rows, group)) for group in {g for g, _, _ in rows}}
+        assert dict(covered.iter_rows()) == expected
+        assert covered["group"].to_list() == sorted(expected)
+    else:
+        points = {t for _, start, end in rows for t in range(start, end)}
+        assert covered.rows() == [(len(points),)]  # one row, 0 when there are no spans
+    assert covered.schema["covered_ns"] == pl.Int64()

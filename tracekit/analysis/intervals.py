@@ -1,13 +1,22 @@
 """Interval arithmetic on frames of spans (``start_ns``, ``end_ns``): unions, grouped.
 
 Pure functions over polars frames; shared by every analysis that asks "how much time was covered".
+A union's pass over sorted spans runs compiled (``_spans.c``, built at install where a C compiler is
+present) where the spans have no null time; polars queries do the same otherwise.
 
 Not for: what the spans mean (actions, kernels): the analyses that call these functions decide.
 """
 
 from __future__ import annotations
 
+from array import array
+
 import polars as pl
+
+try:
+    from tracekit.analysis import _spans
+except ImportError:  # installed without a C compiler: the polars road
+    _spans = None
 
 _OFFSET_LIMIT = 2**62
 """Most a group's offset on the shared time axis may reach (int64 holds 2**63 - 1)."""
@@ -27,6 +36,9 @@ def merge_spans(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     ordered = _grouped(spans.select(*by, "start_ns", "end_ns"), by, "start_ns")
     if ordered.is_empty():
         return ordered.drop("_group")
+    if _compiled(ordered):
+        first, end = _spans.merge_sorted(*_columns(ordered, by))
+        return ordered.select(*by, "start_ns")[_int64(first)].with_columns(_int64(end).alias("end_ns"))
     low, high = ordered["start_ns"].min(), ordered["end_ns"].max()
     width = max(int(high) - int(low), 0) + 1  # type: ignore[arg-type]
     if width * ordered.height >= _OFFSET_LIMIT:
@@ -45,6 +57,25 @@ def merge_spans(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
         .select(*by, "start_ns", "end_ns")
         .collect()
     )
+
+
+def _compiled(ordered: pl.DataFrame) -> bool:
+    """True when ``_spans`` is built and ``ordered``'s times are int64 without a null."""
+    times = (ordered["start_ns"], ordered["end_ns"])
+    return _spans is not None and all(time.dtype == pl.Int64() and not time.null_count() for time in times)
+
+
+def _columns(ordered: pl.DataFrame, by: list[str]) -> tuple[pl.Series | None, pl.Series, pl.Series]:
+    """What ``_spans`` reads of ``ordered`` (``_grouped``): group index (None: one group), start, end."""
+    return ordered["_group"] if by else None, ordered["start_ns"], ordered["end_ns"]
+
+
+def _int64(values: bytes) -> pl.Series:
+    """Int64 values returned by ``_spans`` (native-endian bytes) as a series (no numpy: its import
+    costs a command more than the passes save)."""
+    column = array("q")
+    column.frombytes(values)
+    return pl.Series(column, dtype=pl.Int64())
 
 
 def _grouped(frame: pl.DataFrame, by: list[str], at: str) -> pl.DataFrame:
@@ -95,6 +126,11 @@ def _merge_spans_windowed(ordered: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 def covered_ns(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Total time covered by the union of spans per ``by`` group, as column ``covered_ns``."""
+    ordered = _grouped(spans.select(*by, "start_ns", "end_ns"), by, "start_ns")
+    if not ordered.is_empty() and _compiled(ordered):
+        first, covered = _spans.covered_sorted(*_columns(ordered, by))
+        total = _int64(covered).alias("covered_ns")
+        return ordered.select(by)[_int64(first)].with_columns(total) if by else total.to_frame()
     return (
         merge_spans(spans, by)
         .group_by(*by, maintain_order=True)
