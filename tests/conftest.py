@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -15,6 +16,19 @@ SAMPLE_TRACES = REPO_ROOT / "sample_traces"
 
 Label = str | tuple[str, Sequence["Label"]]
 """A label to record, or (label, nested labels) for a span around others."""
+
+
+@pytest.fixture(autouse=True)
+def _polars_threads_as_before() -> object:
+    """A command run in this process sets POLARS_MAX_THREADS on two cores
+    (``tracekit.cli.main.one_polars_thread``): put back after each test, so that no later test's
+    processes inherit it."""
+    before = os.environ.get("POLARS_MAX_THREADS")
+    yield
+    if before is None:
+        os.environ.pop("POLARS_MAX_THREADS", None)
+    else:
+        os.environ["POLARS_MAX_THREADS"] = before
 
 
 @pytest.fixture(scope="session")

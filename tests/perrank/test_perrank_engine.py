@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tracekit.errors import TracekitError
-from tracekit.perrank.engine import WORKER_MIN_BYTES, LocalEngine, default_workers, run_tasks
+from tracekit.perrank.engine import WORKER_MIN_BYTES, HelpedPool, LocalEngine, default_workers, run_tasks
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "1f1b"
 
@@ -86,9 +86,47 @@ def test_a_small_batch_runs_here_and_a_large_one_on_a_worker_per_core(
         assert pool is None
 
 
+HELPED = """\
+import operator, os
+import polars as pl
+from tracekit.perrank.engine import HelpedPool, LocalEngine, run_tasks
+with LocalEngine(workers=2).executor(8) as pool:
+    print(pl.thread_pool_size(), type(pool).__name__, pool.workers)
+    print(os.getpid(), *run_tasks(pool, operator.call, [os.getpid] * 8))
+"""
+
+
+def test_a_process_with_a_one_thread_pool_reads_beside_one_worker_fewer() -> None:
+    """Two processes reading: this one, its polars pool one thread, and one spawned worker."""
+    done = subprocess.run(
+        [sys.executable, "-c", HELPED],
+        env={**os.environ, "POLARS_MAX_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, second = done.stdout.splitlines()
+    assert first == "1 HelpedPool 1"
+    here, *ran_in = (int(pid) for pid in second.split())
+    assert len(ran_in) == 8 and here in ran_in and len(set(ran_in)) == 2
+
+
+def test_a_process_with_a_pool_of_threads_leaves_the_ranks_to_its_workers() -> None:
+    """This test's process: its polars pool a thread per core (none set), it never reads beside workers."""
+    import polars as pl
+
+    with LocalEngine(workers=2).executor(4) as pool:
+        helped = isinstance(pool, HelpedPool)
+
+    assert helped == (pl.thread_pool_size() == 1)
+
+
 INTERRUPTED = """\
 import operator, os, time
-from tracekit.perrank.engine import WORKER_MIN_BYTES, LocalEngine, default_workers, run_tasks
+from tracekit.perrank.engine import WORKER_MIN_BYTES, HelpedPool, LocalEngine, default_workers, run_tasks
 try:
     with LocalEngine(workers=2).executor(2) as pool:
         print(*set(run_tasks(pool, operator.call, [os.getpid] * 4)), flush=True)  # workers are up
@@ -99,13 +137,20 @@ except KeyboardInterrupt:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("to", "when_s"), [("group", 0.0), ("group", 2.0), ("parent", 2.0)])
-def test_ctrl_c_ends_the_workers_at_once_and_silently(to: str, when_s: float) -> None:
+@pytest.mark.parametrize(
+    ("to", "when_s", "helped"),
+    [("group", 0.0, False), ("group", 2.0, False), ("parent", 2.0, False), ("group", 2.0, True)],
+)
+def test_ctrl_c_ends_the_workers_at_once_and_silently(to: str, when_s: float, helped: bool) -> None:
     """Ctrl-C at a terminal reaches the whole process group (``group``), ``kill -INT`` the command
     alone (``parent``): while the workers start (0 s) or run minute-long tasks, the command stops at
-    once, and no worker prints a traceback or is left running."""
+    once, and no worker prints a traceback or is left running; also where the command reads ranks
+    beside its workers (``helped``: its polars pool one thread)."""
+    script = ("import polars\n" + INTERRUPTED) if helped else INTERRUPTED
+    env = {**os.environ, "POLARS_MAX_THREADS": "1"} if helped else None
     process = subprocess.Popen(
-        [sys.executable, "-c", INTERRUPTED],
+        [sys.executable, "-c", script],
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -3,11 +3,14 @@
 Each command's module is imported only when that command runs (or its own ``--help`` is asked
 for): ``tracekit --help`` and every command start without the others' dependencies (altair for
 ``dashboard``, the planner's tables for ``plan``, ...). A new command is one line of ``COMMANDS``.
+
+On two cores or fewer, a command's polars pool is one thread (``one_polars_thread``).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -30,6 +33,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 """Every subcommand, loaded on first use; the listing needs no import."""
 
+STARTS_JOBS = frozenset({"record"})
+"""Commands that start the user's processes, which inherit their environment."""
+
+ONE_THREAD_CORES = 2
+"""Most cores on which a command's polars pool is one thread."""
+
+
+def one_polars_thread(command: str) -> None:
+    """Before ``command`` imports polars: on ``ONE_THREAD_CORES`` cores or fewer, its pool one thread
+    (``POLARS_MAX_THREADS``, unless already set), except in a command that starts the user's job.
+
+    There a rank's reductions (many small queries) cost 7% to 12% more CPU on two threads than on
+    one (docs/performance.md), and the command reads ranks beside its one worker instead of
+    starting two (``tracekit.perrank.engine.HelpedPool``).
+    """
+    if command not in STARTS_JOBS and (os.cpu_count() or 1) <= ONE_THREAD_CORES:
+        os.environ.setdefault("POLARS_MAX_THREADS", "1")
+
 
 class _Group(click.Group):
     """Loads each command's module when it is used; turns TracekitError, and any file a command
@@ -40,6 +61,7 @@ class _Group(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
+            one_polars_thread(cmd_name)
             module = importlib.import_module(f"tracekit.cli.{COMMANDS[cmd_name][0]}")
             self.add_command(module.command, cmd_name)
         return self.commands.get(cmd_name)

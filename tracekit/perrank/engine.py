@@ -1,17 +1,19 @@
 """Where per-rank tasks run: worker processes on this machine, or the workers of a Dask cluster.
 
 An engine opens a ``concurrent.futures.Executor`` for a batch of tasks (or none: run them here) and
-says whether this process may read the caches itself. ``LocalEngine`` uses one spawned process per
-core (spawn, not fork: forking a process whose polars thread pool runs can deadlock the child;
-each started without the caller's ``__main__``, so a script needs no main guard), each with a
-polars pool of its share of the cores (one thread where there is a worker per core): a rank's
-reductions are many small queries on tens of thousands of rows, where a pool's hand-offs cost more
-CPU than they save, so ranks in parallel processes beat threads inside one. A worker's start-up (the
+says whether this process may read the caches itself. ``LocalEngine`` uses one process per core
+(spawned, not forked: forking a process whose polars thread pool runs can deadlock the child; each
+started without the caller's ``__main__``, so a script needs no main guard), each with a polars
+pool of its share of the cores (one thread where there is a process per core): a rank's reductions
+are many small queries on tens of thousands of rows, where a pool's hand-offs cost more CPU than
+they save, so ranks in parallel processes beat threads inside one. A worker's start-up (the
 interpreter and its imports) costs about 0.3 CPU s, so a batch with less than ``WORKER_MIN_BYTES``
-of traces to read, or one task, runs in this process. ``DaskEngine`` connects to a Dask
-``distributed`` scheduler and uses ``Client.get_executor()``, the same interface, so the tasks are
-the same functions either way; its workers must read the traces at the same path (shared storage),
-and this process then reads no trace or cache file itself.
+of traces to read, or one task, runs in this process; and where this process's own polars pool is
+one thread (the command line's on two cores, ``tracekit.cli.main``), it reads ranks beside its
+workers as one of them (``HelpedPool``), so one worker fewer starts. ``DaskEngine`` connects to a
+Dask ``distributed`` scheduler and uses ``Client.get_executor()``, the same interface, so the tasks
+are the same functions either way; its workers must read the traces at the same path (shared
+storage), and this process then reads no trace or cache file itself.
 
 Not for: what the tasks compute (``tracekit.perrank.tasks``).
 """
@@ -19,8 +21,18 @@ Not for: what the tasks compute (``tracekit.perrank.tasks``).
 from __future__ import annotations
 
 import os
+import sys
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import BrokenExecutor, Executor, ThreadPoolExecutor, as_completed
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    BrokenExecutor,
+    Executor,
+    Future,
+    ThreadPoolExecutor,
+    as_completed,
+    wait,
+)
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +74,8 @@ class LocalEngine:
     """Worker processes on this machine, one per core unless ``workers`` says otherwise."""
 
     workers: int | None = None
-    """Most worker processes; None: ``default_workers(work_bytes)``. 1 runs every task in this process."""
+    """Most processes reading ranks, this one included where it helps (``HelpedPool``); None:
+    ``default_workers(work_bytes)``. 1 runs every task in this process."""
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:
@@ -75,7 +88,8 @@ class LocalEngine:
 
     @contextmanager
     def executor(self, tasks: int, work_bytes: int | None = None) -> Iterator[Executor | None]:
-        """A spawned process pool sized to the tasks, or None when one process is enough."""
+        """A spawned process pool sized to the tasks (``HelpedPool`` where this process helps), or
+        None when one process is enough."""
         workers = max(1, min(self.workers or default_workers(work_bytes), tasks))
         if workers == 1:
             yield None
@@ -85,17 +99,40 @@ class LocalEngine:
         from tracekit.perrank.spawn import MainlessSpawnContext
         from tracekit.trace.worker_pool import start_worker
 
+        helps = _one_thread_here()
         with ProcessPoolExecutor(
-            max_workers=workers,
+            max_workers=workers - 1 if helps else workers,
             mp_context=MainlessSpawnContext(),
             initializer=start_worker,
             initargs=(workers,),
         ) as pool:
             try:
-                yield pool
+                yield HelpedPool(pool, workers - 1) if helps else pool
             except BaseException:  # Ctrl-C, or a task's error: the batch is abandoned
                 _stop(pool)
                 raise
+
+
+class HelpedPool(Executor):
+    """A process pool whose caller runs tasks too: ``run_tasks`` hands the pool's workers jobs from
+    the front of a batch and runs jobs from its back here, so this process, idle otherwise while
+    its workers read, is one of them."""
+
+    def __init__(self, pool: Executor, workers: int) -> None:
+        self.pool, self.workers = pool, workers
+
+    def submit(self, fn: Callable[..., Result], /, *args: object, **kwargs: object) -> Future[Result]:
+        return self.pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def _one_thread_here() -> bool:
+    """True when this process's polars pool is one thread: it may read ranks beside its workers
+    without running more threads than cores. Polars not imported yet: False (its pool is not known)."""
+    polars = sys.modules.get("polars")
+    return polars is not None and polars.thread_pool_size() == 1
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
@@ -110,8 +147,8 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 
 def default_workers(work_bytes: int | None = None) -> int:
-    """Worker processes a ``LocalEngine`` starts by default for a batch reading ``work_bytes`` of
-    traces: one per core, none under ``WORKER_MIN_BYTES`` (None: enough) or on one core."""
+    """Processes a ``LocalEngine`` reads a batch of ``work_bytes`` of traces with by default: one per
+    core, this one alone under ``WORKER_MIN_BYTES`` (None: enough) or on one core."""
     if work_bytes is not None and work_bytes < WORKER_MIN_BYTES:
         return 1
     return os.cpu_count() or 1
@@ -224,27 +261,67 @@ def run_tasks(
             if on_done:
                 on_done(job)
         return results
+    if isinstance(executor, HelpedPool):
+        return _run_beside(executor, task, jobs, on_done)
     futures = {executor.submit(task, job): index for index, job in enumerate(jobs)}
     done: dict[int, Result] = {}
     for future in as_completed(futures):
         job = jobs[futures[future]]
-        try:
-            done[futures[future]] = future.result()
-        except BrokenExecutor:
-            raise TracekitError(
-                "a worker process died (out of memory, or killed) while the ranks were read", _file_of(job)
-            ) from None
-        except ModuleNotFoundError as error:
-            if error.name is None or error.name.split(".")[0] not in _OWN_PACKAGES:
-                raise
-            raise TracekitError(
-                f"a worker cannot import {error.name}: install tracekit where the workers run "
-                "(pip install tracekit, the same version as here)",
-                _file_of(job),
-            ) from None
+        done[futures[future]] = _result(future, job)
         if on_done:
             on_done(job)
     return [done[index] for index in range(len(jobs))]
+
+
+def _run_beside(
+    pool: HelpedPool,
+    task: Callable[[Job], Result],
+    jobs: Sequence[Job],
+    on_done: Callable[[Job], None] | None,
+) -> list[Result]:
+    """``run_tasks`` on a ``HelpedPool``: its workers take jobs from the front, each kept one job
+    ahead so that none waits for this process to hand it the next; this process runs jobs from the
+    back, one at a time, collecting what the workers finished in between."""
+    waiting = deque(range(len(jobs)))
+    running: dict[Future[Result], int] = {}
+    done: dict[int, Result] = {}
+
+    def finished(index: int, result: Result) -> None:
+        done[index] = result
+        if on_done:
+            on_done(jobs[index])
+
+    while waiting or running:
+        while waiting and len(running) < 2 * pool.workers:
+            index = waiting.popleft()
+            running[pool.submit(task, jobs[index])] = index
+        if waiting:
+            index = waiting.pop()
+            finished(index, task(jobs[index]))
+        else:
+            wait(running, return_when=FIRST_COMPLETED)
+        for future in [future for future in running if future.done()]:
+            index = running.pop(future)
+            finished(index, _result(future, jobs[index]))
+    return [done[index] for index in range(len(jobs))]
+
+
+def _result(future: Future[Result], job: object) -> Result:
+    """A worker's result; its death or a missing tracekit there as one TracekitError naming the file."""
+    try:
+        return future.result()
+    except BrokenExecutor:
+        raise TracekitError(
+            "a worker process died (out of memory, or killed) while the ranks were read", _file_of(job)
+        ) from None
+    except ModuleNotFoundError as error:
+        if error.name is None or error.name.split(".")[0] not in _OWN_PACKAGES:
+            raise
+        raise TracekitError(
+            f"a worker cannot import {error.name}: install tracekit where the workers run "
+            "(pip install tracekit, the same version as here)",
+            _file_of(job),
+        ) from None
 
 
 _OWN_PACKAGES = frozenset({"tracekit", "collectors"})
