@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import polars as pl
 import pytest
 from hypothesis import given, settings
@@ -26,11 +24,6 @@ def union_road(request, monkeypatch) -> str:
     if request.param == "polars queries":
         monkeypatch.setattr(intervals, "_spans", None)
     return request.param
-
-
-def test_the_compiled_union_is_built() -> None:
-    built = importlib.util.find_spec("tracekit.analysis._spans")
-    assert built, "tracekit/analysis/_spans.c was not compiled at install"
 
 
 spans = st.lists(
@@ -191,3 +184,13 @@ def test_covered_time_is_the_count_of_covered_instants(rows, grouped) -> None:
         points = {t for _, start, end in rows for t in range(start, end)}
         assert covered.rows() == [(len(points),)]  # one row, 0 when there are no spans
     assert covered.schema["covered_ns"] == pl.Int64()
+
+
+def test_the_compiled_pass_reads_every_chunk_of_a_column() -> None:
+    """Polars hands a column over chunk by chunk: spans from two frames stacked merge as one."""
+    first = _frame([(0, 0, 5), (0, 3, 9)])
+    second = _frame([(0, 9, 12), (1, 0, 2)])
+    stacked = pl.concat([first, second], rechunk=False)
+
+    assert merge_spans(stacked, ["group"]).rows() == [(0, 0, 12), (1, 0, 2)]
+    assert covered_ns(stacked, ["group"]).rows() == [(0, 12), (1, 2)]

@@ -148,35 +148,13 @@ static PyObject *pair(int64_t *first, int64_t *second, int64_t used) {
     return result;
 }
 
-static int64_t *outputs(int64_t rows, int64_t **second) {
-    size_t bytes = (size_t)(rows > 0 ? rows : 1) * 8;
-    int64_t *first = malloc(bytes);
-    *second = malloc(bytes);
-    if (first == NULL || *second == NULL) {
-        free(first);
-        free(*second);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    return first;
-}
+/* One pass over the columns into two outputs of at most one value per row; returns how many it wrote. */
+typedef int64_t (*Pass)(const Columns *c, int64_t *first, int64_t *second);
 
-static PyObject *merge_sorted(PyObject *self, PyObject *args) {
-    (void)self;
-    Columns c;
-    if (columns_open(&c, args) < 0) {
-        columns_release(&c);
-        return NULL;
-    }
-    int64_t *ends, *firsts = outputs(c.start.rows, &ends);
-    if (firsts == NULL) {
-        columns_release(&c);
-        return NULL;
-    }
-    const int64_t *group = c.has_group ? c.group.values : NULL, *start = c.start.values, *end = c.end.values;
+static int64_t merge_pass(const Columns *c, int64_t *firsts, int64_t *ends) {
+    const int64_t *group = c->has_group ? c->group.values : NULL, *start = c->start.values, *end = c->end.values;
     int64_t merged = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (int64_t i = 0; i < c.start.rows; i++) {
+    for (int64_t i = 0; i < c->start.rows; i++) {
         int opens = merged == 0 || start[i] > ends[merged - 1] || (group && group[i] != group[i - 1]);
         if (opens) {
             firsts[merged] = i;
@@ -185,29 +163,12 @@ static PyObject *merge_sorted(PyObject *self, PyObject *args) {
             ends[merged - 1] = end[i];
         }
     }
-    Py_END_ALLOW_THREADS
-    PyObject *result = pair(firsts, ends, merged);
-    free(firsts);
-    free(ends);
-    columns_release(&c);
-    return result;
+    return merged;
 }
 
-static PyObject *covered_sorted(PyObject *self, PyObject *args) {
-    (void)self;
-    Columns c;
-    if (columns_open(&c, args) < 0) {
-        columns_release(&c);
-        return NULL;
-    }
-    int64_t *covered, *firsts = outputs(c.start.rows, &covered);
-    if (firsts == NULL) {
-        columns_release(&c);
-        return NULL;
-    }
-    const int64_t *group = c.has_group ? c.group.values : NULL, *start = c.start.values, *end = c.end.values;
-    int64_t groups = 0, rows = c.start.rows;
-    Py_BEGIN_ALLOW_THREADS
+static int64_t covered_pass(const Columns *c, int64_t *firsts, int64_t *covered) {
+    const int64_t *group = c->has_group ? c->group.values : NULL, *start = c->start.values, *end = c->end.values;
+    int64_t groups = 0, rows = c->start.rows;
     int64_t opened = 0, reach = 0; /* the merged span being built: its start and end */
     for (int64_t i = 0; i < rows; i++) {
         int new_group = i == 0 || (group && group[i] != group[i - 1]);
@@ -224,12 +185,42 @@ static PyObject *covered_sorted(PyObject *self, PyObject *args) {
         }
     }
     if (rows > 0) covered[groups - 1] += reach - opened;
-    Py_END_ALLOW_THREADS
-    PyObject *result = pair(firsts, covered, groups);
-    free(firsts);
-    free(covered);
+    return groups;
+}
+
+/* ``pass`` over the columns in ``args``, without the GIL; its two outputs as a pair of bytes. */
+static PyObject *run_pass(PyObject *args, Pass pass) {
+    Columns c;
+    PyObject *result = NULL;
+    int64_t *first = NULL, *second = NULL;
+    if (columns_open(&c, args) == 0) {
+        size_t bytes = (size_t)(c.start.rows > 0 ? c.start.rows : 1) * 8;
+        first = malloc(bytes);
+        second = malloc(bytes);
+        if (first == NULL || second == NULL) {
+            PyErr_NoMemory();
+        } else {
+            int64_t used;
+            Py_BEGIN_ALLOW_THREADS
+            used = pass(&c, first, second);
+            Py_END_ALLOW_THREADS
+            result = pair(first, second, used);
+        }
+    }
+    free(first);
+    free(second);
     columns_release(&c);
     return result;
+}
+
+static PyObject *merge_sorted(PyObject *self, PyObject *args) {
+    (void)self;
+    return run_pass(args, merge_pass);
+}
+
+static PyObject *covered_sorted(PyObject *self, PyObject *args) {
+    (void)self;
+    return run_pass(args, covered_pass);
 }
 
 static PyMethodDef METHODS[] = {
