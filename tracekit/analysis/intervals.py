@@ -126,11 +126,12 @@ def _merge_spans_windowed(ordered: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 def covered_ns(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Total time covered by the union of spans per ``by`` group, as column ``covered_ns``."""
-    ordered = _grouped(spans.select(*by, "start_ns", "end_ns"), by, "start_ns")
-    if not ordered.is_empty() and _compiled(ordered):
-        first, covered = _spans.covered_sorted(*_columns(ordered, by))
-        total = _int64(covered).alias("covered_ns")
-        return ordered.select(by)[_int64(first)].with_columns(total) if by else total.to_frame()
+    if _spans is not None:  # without it, merge_spans sorts the spans once
+        ordered = _grouped(spans.select(*by, "start_ns", "end_ns"), by, "start_ns")
+        if not ordered.is_empty() and _compiled(ordered):
+            first, covered = _spans.covered_sorted(*_columns(ordered, by))
+            total = _int64(covered).alias("covered_ns")
+            return ordered.select(by)[_int64(first)].with_columns(total) if by else total.to_frame()
     return (
         merge_spans(spans, by)
         .group_by(*by, maintain_order=True)
