@@ -13,12 +13,14 @@ setup(
         Extension(
             "tracekit.trace._eventscan",
             sources=["tracekit/trace/_eventscan.c"],
+            depends=["tracekit/arrow_c_abi.h"],
             extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra"],
             optional=True,
         ),
         Extension(
             "tracekit.analysis._spans",
             sources=["tracekit/analysis/_spans.c"],
+            depends=["tracekit/arrow_c_abi.h"],
             extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra"],
             optional=True,
         ),

@@ -1,9 +1,10 @@
 /* The union of spans, one pass over spans already sorted by group and then by start.
  *
  * tracekit.analysis.intervals sorts a frame of spans (polars sorts well) and hands its columns
- * here as int64 polars Series without nulls, read through the Arrow C stream interface: group (each
- * row's group index, or None for one group), start and end. A span opens a merged one when it is the first of its group or starts after
- * every earlier span of its group has ended (a span that touches the one before joins it):
+ * here as int64 polars Series without nulls, read through the Arrow C stream interface
+ * (tracekit/arrow_c_abi.h): group (each row's group index, or None for one group), start and end.
+ * A span opens a merged one when it is the first of its group or starts after every earlier span
+ * of its group has ended (a span that touches the one before joins it):
  *
  * merge_sorted(group, start, end) -> (first, end): for each merged span, the row it starts at
  *   and its end (the largest end of its rows), as int64 bytes;
@@ -21,39 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The Arrow C stream interface (arrow.apache.org/docs/format/CStreamInterface.html), as far as it
- * is read here: a polars Series hands its chunks over through __arrow_c_stream__. */
-struct ArrowSchema {
-    const char *format, *name, *metadata;
-    int64_t flags, n_children;
-    struct ArrowSchema **children;
-    struct ArrowSchema *dictionary;
-    void (*release)(struct ArrowSchema *);
-    void *private_data;
-};
-
-struct ArrowArray {
-    int64_t length, null_count, offset, n_buffers, n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
-
-struct ArrowArrayStream {
-    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
-    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
-    const char *(*get_last_error)(struct ArrowArrayStream *);
-    void (*release)(struct ArrowArrayStream *);
-    void *private_data;
-};
+#include "../arrow_c_abi.h"
 
 /* One column's values, copied out of its Arrow chunks into one array. */
 typedef struct {
-    const int64_t *values;
+    int64_t *values;
     int64_t rows;
-    int64_t *copy;
 } Column;
 
 typedef struct {
@@ -62,8 +36,8 @@ typedef struct {
 } Columns;
 
 static void column_free(Column *c) {
-    free(c->copy);
-    c->copy = NULL;
+    free(c->values);
+    c->values = NULL;
 }
 
 static void columns_release(Columns *c) {
@@ -105,14 +79,14 @@ static int column_read(PyObject *series, const char *name, Column *out) {
         else if (chunk.length > 0) {
             if ((size_t)(out->rows + chunk.length) > capacity) {
                 capacity = (size_t)(out->rows + chunk.length) * 2;
-                int64_t *grown = realloc(out->copy, capacity * 8);
+                int64_t *grown = realloc(out->values, capacity * 8);
                 if (grown == NULL) {
                     PyErr_NoMemory();
                     status = -1;
-                } else out->copy = grown;
+                } else out->values = grown;
             }
             if (status == 0) {
-                memcpy(out->copy + out->rows, (const int64_t *)chunk.buffers[1] + chunk.offset, (size_t)chunk.length * 8);
+                memcpy(out->values + out->rows, (const int64_t *)chunk.buffers[1] + chunk.offset, (size_t)chunk.length * 8);
                 out->rows += chunk.length;
             }
         }
@@ -120,7 +94,6 @@ static int column_read(PyObject *series, const char *name, Column *out) {
     }
     stream->release(stream);
     Py_DECREF(capsule);
-    out->values = out->copy;
     return status;
 }
 

@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../arrow_c_abi.h"
+
 #define MAX_DEPTH 512
 
 static PyObject *Unsupported;
@@ -804,31 +806,6 @@ static int scan_events(Scanner *s) {
  * the bytes they came from), so a few kept rows of one column must not hold every column. */
 
 #define ARROW_FLAG_NULLABLE 2
-
-struct ArrowSchema {
-    const char *format;
-    const char *name;
-    const char *metadata;
-    int64_t flags;
-    int64_t n_children;
-    struct ArrowSchema **children;
-    struct ArrowSchema *dictionary;
-    void (*release)(struct ArrowSchema *);
-    void *private_data;
-};
-
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
 
 static const char *ARROW_FORMATS[] = {[TEXT] = "U", [FLOAT64] = "g", [INT64] = "l", [INT32] = "i"}; /* large utf8, double, int64, int32 */
 
