@@ -4,7 +4,6 @@ Each capture is made once per module and shared by the tests: a rank slowed by s
 (``compute``), by sleeping (``blocked``), by forced garbage collections (``gc``), by a busy process
 pinned to its core alone (``contended``), and a slow link (``link``); every other rank of the
 pipeline ``waits`` on it. The causes are read from the collector's probes, on each rank's own clock.
-And a clean capture beside two busy processes that every rank shares: nobody is flagged.
 """
 
 from __future__ import annotations
@@ -35,28 +34,14 @@ HOG_RANK = 1
 HOGGED = Job("hog-r1", "1f1b", 4, microbatches=4, cpus=(1, 0, 1, 1))
 """Rank 1 alone on CPU 0, beside the busy process; the other ranks on CPU 1."""
 
-SHARED_LOAD = Job("shared-load", "1f1b", 4, microbatches=4, small=True)
-"""No straggler; two busy processes on the host, pinned nowhere, so every rank shares them."""
-
 LINK = SLOW_LINK_JOB
 """The slow link 1-2: the session's ``slow_link_run``, which the straggler module reads too."""
 
 
-def _busy_loop() -> subprocess.Popen:
-    """A busy process that ends by itself after ``HOG_S`` even if the test dies."""
-    loop = f"import time\nend = time.monotonic() + {HOG_S}\nwhile time.monotonic() < end:\n    pass\n"
-    return subprocess.Popen([sys.executable, "-c", loop])
-
-
-def _stop(busy: list[subprocess.Popen]) -> None:
-    for process in busy:
-        process.terminate()
-        process.wait()
-
-
 def _hog() -> subprocess.Popen:
     """A busy loop pinned to CPU 0, at a higher priority where this user may raise it (bounded in time)."""
-    hog = _busy_loop()
+    loop = f"import time\nend = time.monotonic() + {HOG_S}\nwhile time.monotonic() < end:\n    pass\n"
+    hog = subprocess.Popen([sys.executable, "-c", loop])
     os.sched_setaffinity(hog.pid, {0})
     try:
         os.setpriority(os.PRIO_PROCESS, hog.pid, -10)
@@ -76,12 +61,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, slow_link_run: Path) -> dict[
     try:
         done |= record_all(root, [HOGGED], parallel=1)
     finally:
-        _stop([hog])
-    shared = [_busy_loop(), _busy_loop()]
-    try:
-        done |= record_all(root, [SHARED_LOAD], parallel=1)
-    finally:
-        _stop(shared)
+        hog.terminate()
+        hog.wait()
     return done
 
 
@@ -134,14 +115,6 @@ def test_a_rank_beside_a_busy_process_is_contended(runs) -> None:
     assert flagged.height >= 1 and flagged["rank"][0] == HOG_RANK, flagged.to_dicts()
     first = causes.row(0, named=True)
     assert (first["rank"], first["cause"]) == (HOG_RANK, "contended"), causes.to_dicts()
-
-
-@pytest.mark.slow
-def test_load_every_rank_shares_flags_nobody(runs) -> None:
-    analysis = analyse(runs[SHARED_LOAD.name])
-
-    assert analysis.stragglers.flagged.is_empty(), analysis.stragglers.ranks.to_dicts()
-    assert analysis.causes.is_empty(), analysis.causes.to_dicts()  # no rank, no link
 
 
 @pytest.mark.slow
